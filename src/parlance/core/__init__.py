@@ -1,0 +1,1 @@
+"""Dialect-free, engine-free domain types: requests, events, errors, the accumulator."""

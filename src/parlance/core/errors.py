@@ -1,0 +1,76 @@
+"""Typed domain errors.
+
+Engines and dialect parsers raise these; each dialect renders them in its own
+envelope and status code, so no layer ever matches error *text*.
+
+    ParlanceError
+    ├── InvalidRequest          bad field, type or value (param names the field)
+    ├── AuthenticationFailed    missing or wrong API key
+    ├── ModelNotFound           no model by that id or alias
+    ├── RouteNotFound           no such endpoint / method
+    ├── ContextOverflow         prompt + max tokens do not fit the context
+    ├── Overloaded              admission queue full (carries retry_after)
+    ├── RequestTimeout          ran past the request timeout
+    └── EngineFailure           the engine broke while generating
+"""
+
+from __future__ import annotations
+
+
+class ParlanceError(Exception):
+    """Base of every error a client can be told about."""
+
+    kind = "internal"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+class InvalidRequest(ParlanceError):
+    kind = "invalid_request"
+
+
+class AuthenticationFailed(ParlanceError):
+    kind = "authentication"
+
+
+class ModelNotFound(ParlanceError):
+    kind = "model_not_found"
+
+    def __init__(self, model: str):
+        super().__init__(
+            f"The model '{model}' does not exist or is not served here.",
+            param="model",
+            code="model_not_found",
+        )
+        self.model = model
+
+
+class RouteNotFound(ParlanceError):
+    kind = "route_not_found"
+
+
+class ContextOverflow(ParlanceError):
+    kind = "context_overflow"
+
+
+class Overloaded(ParlanceError):
+    kind = "overloaded"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0):
+        super().__init__(message, code="queue_full")
+        self.retry_after = retry_after
+
+
+class RequestTimeout(ParlanceError):
+    kind = "timeout"
+
+    def __init__(self, message: str = "The request ran past the server's request timeout."):
+        super().__init__(message, code="request_timeout")
+
+
+class EngineFailure(ParlanceError):
+    kind = "engine_failure"

@@ -1,0 +1,136 @@
+"""The closed set of stream events engines emit and dialects encode.
+
+Merge rules (what the accumulator does, and what every encoder may rely on):
+- `TextDelta`/`ReasoningDelta` texts concatenate per choice `index`, in order.
+- A tool call is `ToolCallStart`, zero or more `ToolCallArgs` (concatenated),
+  then `ToolCallEnd`, all with the same `index` and `call_index`.
+- `Progress` is advisory and may be dropped by a dialect.
+- Each choice ends with exactly one `Finish`; after every choice has finished
+  the engine sends one `Usage` for the whole request.
+- `Failed` ends the stream early; nothing follows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from parlance.core.errors import ParlanceError
+
+
+class FinishReason(str, Enum):
+    STOP = "stop"
+    LENGTH = "length"
+    TOOL_CALLS = "tool_calls"
+
+
+@dataclass(frozen=True, slots=True)
+class TopLogprob:
+    token: str
+    logprob: float
+    bytes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One emitted token. `token` texts concatenate to exactly the emitted text.
+
+    `logprob` is None for the first token of an echoed prompt (nothing predicts it).
+    """
+
+    token: str
+    logprob: float | None
+    bytes: tuple[int, ...]
+    top: tuple[TopLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+    index: int = 0
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+    index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    call_id: str
+    name: str
+    index: int = 0
+    call_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallArgs:
+    fragment: str
+    index: int = 0
+    call_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEnd:
+    index: int = 0
+    call_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Prompt evaluation progress: `done` of `total` prompt tokens evaluated."""
+
+    done: int
+    total: int
+    index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    reason: FinishReason
+    index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts and timings for the whole request (all choices).
+
+    `first_token_seconds`: from request admission to the first generated token.
+    `decode_seconds`: from the first to the last generated token.
+    """
+
+    prompt_tokens: int
+    completion_tokens: int
+    first_token_seconds: float | None = None
+    decode_seconds: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def throughput_after_first_token(self) -> float | None:
+        """Tokens per second after the first one; None when it cannot be measured."""
+        if not self.decode_seconds or self.completion_tokens < 2:
+            return None
+        return (self.completion_tokens - 1) / self.decode_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: ParlanceError
+
+
+Event = (
+    TextDelta
+    | ReasoningDelta
+    | ToolCallStart
+    | ToolCallArgs
+    | ToolCallEnd
+    | Progress
+    | Finish
+    | Usage
+    | Failed
+)

@@ -1,0 +1,73 @@
+"""The neutral generation request every dialect parses into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from parlance.core.messages import Message
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """Sampling knobs; `temperature == 0` means greedy and deterministic."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int | None = None
+    repeat_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChatInput:
+    """A conversation to render through the model's chat template."""
+
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TextInput:
+    """A raw prompt: text, or token ids the client already tokenized.
+
+    `suffix` asks for fill-in-the-middle between prompt and suffix.
+    """
+
+    text: str | None = None
+    token_ids: tuple[int, ...] | None = None
+    suffix: str | None = None
+
+
+PromptInput = ChatInput | TextInput
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """What to generate. `prompts` holds one entry per choice group.
+
+    Chat requests have exactly one prompt; legacy completions may send several,
+    each becoming its own choice `index`.
+    """
+
+    model: str
+    prompts: tuple[PromptInput, ...]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    logprobs: int | None = None  # None: off; k >= 0: sampled token plus top-k alternatives
+    echo: bool = False
+    n: int = 1
+    sampling_set: frozenset[str] = frozenset()  # sampling fields the client set explicitly
+
+
+def with_sampling_defaults(
+    request: GenerationRequest, defaults: dict[str, object]
+) -> GenerationRequest:
+    """Fill sampling fields the client did not set from a preset's defaults."""
+    unset = {k: v for k, v in defaults.items() if k not in request.sampling_set}
+    if not unset:
+        return request
+    return replace(request, sampling=replace(request.sampling, **unset))

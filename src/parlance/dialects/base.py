@@ -1,0 +1,69 @@
+"""The contract between a dialect and the one generic handler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from parlance.core.accumulate import Completion
+from parlance.core.errors import ParlanceError
+from parlance.core.events import Event
+from parlance.core.request import GenerationRequest
+from parlance.engines.base import PromptInfo
+
+DONE = "[DONE]"
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One stream frame: a JSON-able payload (or a raw string such as `[DONE]`)."""
+
+    data: Any
+    event: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A parsed request: the neutral request plus what the dialect must remember."""
+
+    request: GenerationRequest
+    stream: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the handler learned while starting the generation."""
+
+    model: str  # the id the client asked for (aliases are echoed as sent)
+    prompts: tuple[PromptInfo, ...]
+
+
+class Encoder(Protocol):
+    def open(self) -> list[Frame]: ...
+
+    def feed(self, event: Event) -> list[Frame]: ...
+
+    def close(self) -> list[Frame]:
+        """The engine stream ended normally."""
+
+    def fail(self, error: ParlanceError) -> list[Frame]:
+        """The stream must end early with this error, by the dialect's contract."""
+
+
+class Dialect(Protocol):
+    framing: Literal["sse", "ndjson"]
+
+    def parse(self, body: Any) -> Call: ...
+
+    def encoder(self, call: Call, served: Served) -> Encoder: ...
+
+    def render(self, call: Call, served: Served, completion: Completion) -> dict[str, Any]: ...
+
+    def render_error(self, error: ParlanceError) -> ErrorResponse: ...

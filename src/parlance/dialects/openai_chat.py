@@ -1,0 +1,222 @@
+"""OpenAI Chat Completions (`POST /v1/chat/completions`).
+
+Stream contract (seed 002/004): a role chunk, content chunks, one finish chunk
+per choice with an empty delta, the usage chunk (only with
+`stream_options.include_usage`, carrying time_to_first_token in ms and
+throughput_after_first_token in tokens/s), then `data: [DONE]`. `id`, `role`
+and tool-call names are sent once, because the SDK's delta accumulator
+concatenates every repeated string field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from parlance.core.accumulate import ChoiceResult, Completion
+from parlance.core.errors import InvalidRequest, ParlanceError
+from parlance.core.events import Event, Finish, TextDelta, TokenLogprob, Usage
+from parlance.core.messages import Message, ToolCall
+from parlance.core.request import ChatInput, GenerationRequest
+from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
+from parlance.dialects.openai_common import (
+    SamplingFields,
+    error_frames,
+    new_id,
+    now,
+    render_error,
+    streamed_usage_object,
+    usage_object,
+)
+from parlance.dialects.wire import WireModel, parse_body
+
+
+class ContentPart(WireModel):
+    type: str
+    text: str | None = None
+
+
+class FunctionCall(WireModel):
+    name: str
+    arguments: str = ""
+
+
+class ToolCallIn(WireModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class MessageIn(WireModel):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+
+class ChatRequest(SamplingFields):
+    messages: Annotated[list[MessageIn], Field(min_length=1)]
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+    logprobs: bool = False
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _top_logprobs_need_logprobs(self) -> ChatRequest:
+        if self.top_logprobs is not None and not self.logprobs:
+            raise ValueError("top_logprobs requires logprobs to be true")
+        return self
+
+
+def _text_of(content: str | list[ContentPart] | None, where: str) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    texts = []
+    for i, part in enumerate(content):
+        if part.type != "text" or part.text is None:
+            raise InvalidRequest(
+                f"Content part type '{part.type}' is not supported by this model "
+                "(text only: the model has no vision or audio input).",
+                param=f"{where}.content[{i}]", code="unsupported_content")
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def _message(m: MessageIn, i: int) -> Message:
+    if m.role == "tool" and not m.tool_call_id:
+        raise InvalidRequest("Messages with role 'tool' need a tool_call_id.",
+                             param=f"messages[{i}].tool_call_id")
+    calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments)
+                  for c in m.tool_calls or ())
+    return Message(m.role, _text_of(m.content, f"messages[{i}]"), m.name, calls, m.tool_call_id)
+
+
+def _reject_unsupported(req: ChatRequest) -> None:
+    req.check_single_choice()
+    if req.tools and req.tool_choice != "none":
+        raise InvalidRequest("Tool calling is not supported by this server yet.",
+                             param="tools", code="unsupported_parameter")
+    kind = (req.response_format or {}).get("type", "text")
+    if kind != "text":
+        raise InvalidRequest(f"response_format type '{kind}' is not supported yet.",
+                             param="response_format", code="unsupported_value")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatCall(Call):
+    id: str
+    created: int
+    include_usage: bool
+    logprobs: bool
+
+
+def logprob_content(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> list[dict[str, Any]]:
+    return [
+        {
+            "token": t.token,
+            "logprob": t.logprob,
+            "bytes": list(t.bytes),
+            "top_logprobs": [
+                {"token": a.token, "logprob": a.logprob, "bytes": list(a.bytes)} for a in t.top
+            ],
+        }
+        for t in tokens
+    ]
+
+
+class ChatEncoder:
+    def __init__(self, call: ChatCall, served: Served) -> None:
+        self._call = call
+        self._model = served.model
+        self._usage: Usage | None = None
+
+    def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> Frame:
+        return Frame({
+            "id": self._call.id, "object": "chat.completion.chunk",
+            "created": self._call.created, "model": self._model,
+            "choices": choices, "usage": None, **extra,
+        })
+
+    def _choice(self, index: int, delta: dict[str, Any], logprobs: Any = None,
+                finish_reason: str | None = None) -> dict[str, Any]:
+        return {"index": index, "delta": delta, "logprobs": logprobs,
+                "finish_reason": finish_reason}
+
+    def open(self) -> list[Frame]:
+        logprobs = {"content": [], "refusal": None} if self._call.logprobs else None
+        delta = {"role": "assistant", "content": "", "refusal": None}
+        return [self._chunk([self._choice(0, delta, logprobs)])]
+
+    def feed(self, event: Event) -> list[Frame]:
+        match event:
+            case TextDelta(text=text, index=index, logprobs=logprobs):
+                if not text and not logprobs:
+                    return []
+                lp = ({"content": logprob_content(logprobs), "refusal": None}
+                      if logprobs is not None else None)
+                return [self._chunk([self._choice(index, {"content": text}, lp)])]
+            case Finish(reason=reason, index=index):
+                return [self._chunk([self._choice(index, {}, None, reason.value)])]
+            case Usage():
+                self._usage = event
+        return []
+
+    def close(self) -> list[Frame]:
+        frames = []
+        if self._call.include_usage:
+            frames.append(self._chunk([], usage=streamed_usage_object(self._usage)))
+        return frames + [Frame(DONE)]
+
+    def fail(self, error: ParlanceError) -> list[Frame]:
+        return error_frames(error)
+
+
+def _render_choice(choice: ChoiceResult, with_logprobs: bool) -> dict[str, Any]:
+    logprobs = None
+    if with_logprobs:
+        logprobs = {"content": logprob_content(choice.logprobs or []), "refusal": None}
+    return {
+        "index": choice.index,
+        "message": {"role": "assistant", "content": choice.text, "refusal": None},
+        "logprobs": logprobs,
+        "finish_reason": (choice.finish_reason.value if choice.finish_reason else "stop"),
+    }
+
+
+class OpenAIChat:
+    framing = "sse"
+
+    def parse(self, body: Any) -> ChatCall:
+        req = parse_body(ChatRequest, body)
+        _reject_unsupported(req)
+        request = GenerationRequest(
+            model=req.model or "",
+            prompts=(ChatInput(tuple(_message(m, i) for i, m in enumerate(req.messages))),),
+            sampling=req.sampling(),
+            sampling_set=req.sampling_set(),
+            max_tokens=req.max_completion_tokens or req.max_tokens,
+            stop=req.stops(),
+            logprobs=(req.top_logprobs or 0) if req.logprobs else None,
+        )
+        return ChatCall(request, req.stream, new_id("chatcmpl-"), now(),
+                        req.include_usage(), req.logprobs)
+
+    def encoder(self, call: ChatCall, served: Served) -> ChatEncoder:
+        return ChatEncoder(call, served)
+
+    def render(self, call: ChatCall, served: Served, completion: Completion) -> dict[str, Any]:
+        return {
+            "id": call.id, "object": "chat.completion", "created": call.created,
+            "model": served.model,
+            "choices": [_render_choice(c, call.logprobs) for c in completion.ordered_choices()],
+            "usage": usage_object(completion.usage),
+        }
+
+    def render_error(self, error: ParlanceError) -> ErrorResponse:
+        return render_error(error)

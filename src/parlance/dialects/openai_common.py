@@ -1,0 +1,138 @@
+"""What OpenAI's Chat and Completions dialects share: ids, the error envelope and
+status codes, the usage object, and the sampling fields both accept."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+
+from parlance.core.errors import InvalidRequest, Overloaded, ParlanceError
+from parlance.core.events import Usage
+from parlance.core.request import SamplingParams
+from parlance.dialects.base import DONE, ErrorResponse, Frame
+from parlance.dialects.wire import WireModel
+
+# kind -> (HTTP status, OpenAI error type). 403 for context overflow follows seed 004.
+_STATUS = {
+    "invalid_request": (400, "invalid_request_error"),
+    "authentication": (401, "authentication_error"),
+    "model_not_found": (404, "invalid_request_error"),
+    "route_not_found": (404, "invalid_request_error"),
+    "context_overflow": (403, "tokens_exceeded_error"),
+    "overloaded": (429, "rate_limit_error"),
+    "timeout": (408, "timeout_error"),
+    "engine_failure": (500, "server_error"),
+    "internal": (500, "server_error"),
+}
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(12)}"
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def error_object(error: ParlanceError) -> dict[str, Any]:
+    _, kind = _STATUS.get(error.kind, _STATUS["internal"])
+    return {"message": error.message, "type": kind, "param": error.param, "code": error.code}
+
+
+def render_error(error: ParlanceError) -> ErrorResponse:
+    status, _ = _STATUS.get(error.kind, _STATUS["internal"])
+    headers = {}
+    if isinstance(error, Overloaded):
+        headers["retry-after"] = str(max(1, round(error.retry_after)))
+    return ErrorResponse(status, {"error": error_object(error)}, headers)
+
+
+def error_frames(error: ParlanceError) -> list[Frame]:
+    """Mid-stream failure: a bare error object (the SDK raises on it), then [DONE]."""
+    return [Frame({"error": error_object(error)}), Frame(DONE)]
+
+
+def usage_object(usage: Usage | None) -> dict[str, int]:
+    if usage is None:
+        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def streamed_usage_object(usage: Usage | None) -> dict[str, Any]:
+    """The final usage chunk adds time to first token (ms) and throughput (tokens/s)."""
+    out: dict[str, Any] = usage_object(usage)
+    ttft = usage.first_token_seconds if usage else None
+    rate = usage.throughput_after_first_token if usage else None
+    out["time_to_first_token"] = round(ttft * 1000, 3) if ttft is not None else None
+    out["throughput_after_first_token"] = round(rate, 3) if rate is not None else None
+    return out
+
+
+class StreamOptions(WireModel):
+    include_usage: bool = False
+
+
+class SamplingFields(WireModel):
+    """Sampling fields accepted by both chat and legacy completions."""
+
+    model: str | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    top_p: Probability | None = None
+    top_k: Annotated[int, Field(ge=0)] | None = None
+    min_p: Probability | None = None
+    seed: int | None = None
+    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
+    presence_penalty: Penalty | None = None
+    frequency_penalty: Penalty | None = None
+    repeat_penalty: Annotated[float, Field(gt=0.0)] | None = None
+    logit_bias: dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None
+    n: Annotated[int, Field(ge=1, le=128)] = 1
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _token_ids(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key in value or {}:
+            if not key.lstrip("-").isdigit():
+                raise ValueError(f"keys must be token ids, got {key!r}")
+        return value
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=1.0 if self.temperature is None else self.temperature,
+            top_p=1.0 if self.top_p is None else self.top_p,
+            top_k=self.top_k or 0,
+            min_p=self.min_p or 0.0,
+            seed=self.seed,
+            repeat_penalty=self.repeat_penalty or 1.0,
+            presence_penalty=self.presence_penalty or 0.0,
+            frequency_penalty=self.frequency_penalty or 0.0,
+            logit_bias=tuple((int(k), v) for k, v in (self.logit_bias or {}).items()),
+        )
+
+    def sampling_set(self) -> frozenset[str]:
+        return frozenset(self.model_fields_set & set(SamplingParams.__dataclass_fields__))
+
+    def stops(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+    def check_single_choice(self) -> None:
+        if self.n > 1:
+            raise InvalidRequest("n > 1 is not supported yet: this server runs one sequence "
+                                 "per request.", param="n", code="unsupported_value")

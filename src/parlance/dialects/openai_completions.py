@@ -1,0 +1,182 @@
+"""OpenAI legacy Completions (`POST /v1/completions`).
+
+`prompt` may be a string, a list of strings (one choice each), a list of token
+ids, or a list of such lists. Per-chunk logprobs cover that chunk's tokens;
+`text_offset` counts characters from the start of the prompt, so the first
+generated offset equals the prompt length even without `echo` (as OpenAI does).
+Each choice ends with its own chunk carrying `finish_reason` and empty text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from parlance.core.accumulate import ChoiceResult, Completion
+from parlance.core.errors import InvalidRequest, ParlanceError
+from parlance.core.events import Event, Finish, TextDelta, TokenLogprob, Usage
+from parlance.core.request import GenerationRequest, TextInput
+from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
+from parlance.dialects.openai_common import (
+    SamplingFields,
+    error_frames,
+    new_id,
+    now,
+    render_error,
+    streamed_usage_object,
+    usage_object,
+)
+from parlance.dialects.wire import parse_body
+
+TokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+
+
+class CompletionRequest(SamplingFields):
+    prompt: str | list[str] | TokenIds | list[TokenIds]
+    max_tokens: Annotated[int, Field(ge=0)] | None = 16
+    logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
+    echo: bool = False
+    suffix: str | None = None
+    best_of: Annotated[int, Field(ge=1)] | None = None
+
+
+def _prompts(prompt: str | list[Any], suffix: str | None) -> tuple[TextInput, ...]:
+    if isinstance(prompt, str):
+        return (TextInput(text=prompt, suffix=suffix),)
+    if not prompt:
+        raise InvalidRequest("The prompt list is empty.", param="prompt")
+    if all(isinstance(p, int) for p in prompt):
+        return (TextInput(token_ids=tuple(prompt), suffix=None),)
+    if all(isinstance(p, str) for p in prompt):
+        return tuple(TextInput(text=p, suffix=suffix) for p in prompt)
+    return tuple(TextInput(token_ids=tuple(p)) for p in prompt)
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionCall(Call):
+    id: str
+    created: int
+    include_usage: bool
+
+
+class _Offsets:
+    """Running character offsets per choice, for `text_offset`."""
+
+    def __init__(self, served: Served, echo: bool) -> None:
+        self._next = {i: 0 if echo else len(p.text) for i, p in enumerate(served.prompts)}
+
+    def take(self, index: int, tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> list[int]:
+        offsets = []
+        position = self._next.get(index, 0)
+        for token in tokens:
+            offsets.append(position)
+            position += len(token.token)
+        self._next[index] = position
+        return offsets
+
+
+def _logprobs_object(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob],
+                     offsets: list[int]) -> dict[str, Any]:
+    return {
+        "tokens": [t.token for t in tokens],
+        "token_logprobs": [t.logprob for t in tokens],
+        "top_logprobs": [{a.token: a.logprob for a in t.top} for t in tokens],
+        "text_offset": offsets,
+    }
+
+
+class CompletionEncoder:
+    def __init__(self, call: CompletionCall, served: Served) -> None:
+        self._call = call
+        self._model = served.model
+        self._offsets = _Offsets(served, call.request.echo)
+        self._usage: Usage | None = None
+
+    def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> Frame:
+        return Frame({
+            "id": self._call.id, "object": "text_completion", "created": self._call.created,
+            "model": self._model, "choices": choices, **extra,
+        })
+
+    def open(self) -> list[Frame]:
+        return []
+
+    def feed(self, event: Event) -> list[Frame]:
+        match event:
+            case TextDelta(text=text, index=index, logprobs=logprobs):
+                if not text and not logprobs:
+                    return []
+                lp = None
+                if logprobs is not None:
+                    lp = _logprobs_object(logprobs, self._offsets.take(index, logprobs))
+                choice = {"text": text, "index": index, "logprobs": lp, "finish_reason": None}
+                return [self._chunk([choice])]
+            case Finish(reason=reason, index=index):
+                choice = {"text": "", "index": index, "logprobs": None,
+                          "finish_reason": reason.value}
+                return [self._chunk([choice])]
+            case Usage():
+                self._usage = event
+        return []
+
+    def close(self) -> list[Frame]:
+        frames = []
+        if self._call.include_usage:
+            frames.append(self._chunk([], usage=streamed_usage_object(self._usage)))
+        return frames + [Frame(DONE)]
+
+    def fail(self, error: ParlanceError) -> list[Frame]:
+        return error_frames(error)
+
+
+class OpenAICompletions:
+    framing = "sse"
+
+    def parse(self, body: Any) -> CompletionCall:
+        req = parse_body(CompletionRequest, body)
+        req.check_single_choice()
+        if req.best_of is not None and req.best_of > 1:
+            raise InvalidRequest("best_of > 1 is not supported.", param="best_of",
+                                 code="unsupported_value")
+        if req.max_tokens == 0 and not req.echo:
+            raise InvalidRequest("max_tokens must be at least 1 unless echo is set.",
+                                 param="max_tokens")
+        request = GenerationRequest(
+            model=req.model or "",
+            prompts=_prompts(req.prompt, req.suffix),
+            sampling=req.sampling(),
+            sampling_set=req.sampling_set(),
+            max_tokens=req.max_tokens,
+            stop=req.stops(),
+            logprobs=req.logprobs,
+            echo=req.echo,
+        )
+        return CompletionCall(request, req.stream, new_id("cmpl-"), now(), req.include_usage())
+
+    def encoder(self, call: CompletionCall, served: Served) -> CompletionEncoder:
+        return CompletionEncoder(call, served)
+
+    def render(self, call: CompletionCall, served: Served,
+               completion: Completion) -> dict[str, Any]:
+        offsets = _Offsets(served, call.request.echo)
+        return {
+            "id": call.id, "object": "text_completion", "created": call.created,
+            "model": served.model,
+            "choices": [_render_choice(c, offsets, call.request.logprobs is not None)
+                        for c in completion.ordered_choices()],
+            "usage": usage_object(completion.usage),
+        }
+
+    def render_error(self, error: ParlanceError) -> ErrorResponse:
+        return render_error(error)
+
+
+def _render_choice(choice: ChoiceResult, offsets: _Offsets, with_logprobs: bool) -> dict[str, Any]:
+    lp = None
+    if with_logprobs:
+        tokens = choice.logprobs or []
+        lp = _logprobs_object(tokens, offsets.take(choice.index, tokens))
+    return {"text": choice.text, "index": choice.index, "logprobs": lp,
+            "finish_reason": choice.finish_reason.value if choice.finish_reason else "stop"}

@@ -1,0 +1,47 @@
+"""Pydantic at the wire: lenient about unknown fields, strict about types, and every
+validation failure becomes an `InvalidRequest` naming the offending parameter."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from parlance.core.errors import InvalidRequest
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+
+def param_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not _is_union_tag(part):
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _is_union_tag(part: str) -> bool:
+    """Pydantic inserts the union member's type name into locations; clients never see it."""
+    return any(c in part for c in "[]()") or part in {"str", "int", "float", "bool", "list"}
+
+
+def parse_body(model: type[M], body: Any) -> M:
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = param_path(first["loc"]) or None
+        problem = first["msg"]
+        if first["type"] == "missing":
+            raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param,
+                                 code="missing_required_parameter") from exc
+        raise InvalidRequest(f"Invalid value for '{param}': {problem}.", param=param,
+                             code="invalid_value") from exc

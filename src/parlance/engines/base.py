@@ -1,0 +1,42 @@
+"""The narrow engine seam every backend implements (llama.cpp, fake, later upstream).
+
+`start()` does everything that can fail *before* a response begins (render the
+prompt, tokenize, check the context, build the sampler) and raises typed
+errors; only then does the handler commit to a 200 and a stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from parlance.core.events import Event
+from parlance.core.request import GenerationRequest
+
+
+@dataclass(frozen=True, slots=True)
+class PromptInfo:
+    """The prompt as the engine saw it, for dialects that report offsets or echo."""
+
+    text: str
+    n_tokens: int
+
+
+class Generation(Protocol):
+    """A started generation: an async stream of events that can be cancelled."""
+
+    prompts: tuple[PromptInfo, ...]
+
+    def __aiter__(self) -> AsyncIterator[Event]: ...
+
+    def cancel(self) -> None:
+        """Stop as soon as possible and free what the generation holds. Idempotent."""
+
+
+class Engine(Protocol):
+    context_length: int
+
+    async def start(self, request: GenerationRequest) -> Generation: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,122 @@
+"""LlamaCppEngine: prepares requests (template, tokens, checks, sampler) and hands
+them to the worker. Everything that can be refused is refused in `start()`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from parlance.core.errors import ContextOverflow, InvalidRequest
+from parlance.core.request import ChatInput, GenerationRequest, PromptInput, TextInput
+from parlance.engines.base import PromptInfo
+from parlance.engines.llamacpp.job import Job, LlamaGeneration, SequenceSpec
+from parlance.engines.llamacpp.model import ContextSettings, LlamaModel, ProgressCallback
+from parlance.engines.llamacpp.sampler import SamplerChain
+from parlance.engines.llamacpp.template import ChatTemplate
+from parlance.engines.llamacpp.worker import Worker
+
+
+class LlamaCppEngine:
+    def __init__(self, model: LlamaModel, template: ChatTemplate) -> None:
+        self.model = model
+        self.template = template
+        self.context_length = model.n_ctx
+        self._worker = Worker(model)
+
+    @classmethod
+    def load(
+        cls,
+        path: Path,
+        settings: ContextSettings,
+        *,
+        chat_template: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> LlamaCppEngine:
+        model = LlamaModel(path, settings, on_progress)
+        template = ChatTemplate(
+            chat_template or model.chat_template,
+            bos_token=model.special_text(model.bos),
+            eos_token=model.special_text(model.eos),
+        )
+        return cls(model, template)
+
+    async def start(self, request: GenerationRequest) -> LlamaGeneration:
+        self._check_logit_bias(request)
+        token_lists = [self._tokens(p) for p in request.prompts]
+        budgets = [self._budget(tokens, request) for tokens in token_lists]
+        prompts = tuple(PromptInfo(self._text(t), len(t)) for t in token_lists)
+        sequences = [
+            SequenceSpec(
+                index=i, tokens=tokens, max_tokens=budget,
+                sampler=SamplerChain(self.model.n_vocab, request.sampling), echo=request.echo,
+            )
+            for i, (tokens, budget) in enumerate(zip(token_lists, budgets, strict=True))
+        ]
+        job = Job(
+            sequences, stop=request.stop, logprobs=request.logprobs,
+            sampling=request.sampling, loop=asyncio.get_running_loop(),
+        )
+        self._worker.submit(job)
+        return LlamaGeneration(job, prompts)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._worker.close)
+        self.model.close()
+
+    # -- preparation ------------------------------------------------------------
+
+    def _tokens(self, prompt: PromptInput) -> list[int]:
+        model = self.model
+        if isinstance(prompt, ChatInput):
+            text = self.template.render(prompt.messages)
+            bos = model.special_text(model.bos)
+            add_bos = model.add_bos and not (bos and text.startswith(bos))
+            tokens = model.tokenize(text, add_special=add_bos, parse_special=True)
+        elif prompt.suffix is not None:
+            tokens = self._fill_in_the_middle(prompt)
+        elif prompt.token_ids is not None:
+            bad = [t for t in prompt.token_ids if not model.is_valid_token(t)]
+            if bad:
+                raise InvalidRequest(f"Token id {bad[0]} is outside the vocabulary "
+                                     f"(0..{model.n_vocab - 1}).", param="prompt")
+            tokens = list(prompt.token_ids)
+        else:
+            tokens = model.tokenize(prompt.text or "", add_special=True, parse_special=True)
+        if not tokens:
+            raise InvalidRequest("The prompt is empty.", param="prompt")
+        return tokens
+
+    def _fill_in_the_middle(self, prompt: TextInput) -> list[int]:
+        fim = self.model.fim_tokens()
+        if fim is None:
+            raise InvalidRequest("This model does not support `suffix` (no fill-in-the-middle "
+                                 "tokens).", param="suffix")
+        pre, suf, mid = fim
+        tokenize = self.model.tokenize
+        return ([pre] + tokenize(prompt.text or "", add_special=False, parse_special=False)
+                + [suf] + tokenize(prompt.suffix or "", add_special=False, parse_special=False)
+                + [mid])
+
+    def _budget(self, tokens: list[int], request: GenerationRequest) -> int:
+        n_ctx = self.context_length
+        wanted = request.max_tokens
+        needed = len(tokens) + (wanted if wanted is not None else 1)
+        if needed > n_ctx:
+            detail = f" + {wanted} max tokens" if wanted is not None else ""
+            raise ContextOverflow(
+                f"This model's maximum context length is {n_ctx} tokens, but the request "
+                f"needs {needed} ({len(tokens)} prompt tokens{detail}).",
+                param="max_tokens" if wanted is not None else "messages",
+                code="context_length_exceeded",
+            )
+        return wanted if wanted is not None else n_ctx - len(tokens)
+
+    def _check_logit_bias(self, request: GenerationRequest) -> None:
+        for token, _ in request.sampling.logit_bias:
+            if not self.model.is_valid_token(token):
+                raise InvalidRequest(f"logit_bias names token {token}, outside the vocabulary "
+                                     f"(0..{self.model.n_vocab - 1}).", param="logit_bias")
+
+    def _text(self, tokens: list[int]) -> str:
+        raw = b"".join(self.model.piece(t) for t in tokens)
+        return raw.decode("utf-8", errors="replace")

@@ -1,0 +1,164 @@
+"""Owns a loaded GGUF model and its llama.cpp context; token <-> text helpers.
+
+Loading reports real progress through llama.cpp's load-progress callback.
+Tokenization only reads the vocabulary, so it is safe from any thread; the
+context itself is used by the engine worker thread alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+import llama_cpp._logger
+
+from parlance.core.errors import EngineFailure
+
+llama_cpp._logger.logger.setLevel(logging.ERROR)
+
+ProgressCallback = Callable[[float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSettings:
+    n_ctx: int = 4096
+    n_threads: int = 2
+    n_batch: int = 512
+
+
+class LlamaModel:
+    def __init__(
+        self,
+        path: Path,
+        settings: ContextSettings,
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        llama_cpp.llama_backend_init()
+        self.path = path
+        self.settings = settings
+        self.model = self._load_model(path, on_progress)
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.ctx = self._new_context(settings)
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
+        self._pieces: dict[int, bytes] = {}
+
+    def _load_model(self, path: Path, on_progress: ProgressCallback | None) -> ctypes.c_void_p:
+        params = llama_cpp.llama_model_default_params()
+
+        def report(fraction: float, _user_data: ctypes.c_void_p) -> bool:
+            if on_progress is not None:
+                on_progress(float(fraction))
+            return True
+
+        # Keep a reference: ctypes callbacks must outlive the C call that uses them.
+        self._progress_cb = llama_cpp.llama_progress_callback(report)
+        params.progress_callback = self._progress_cb
+        model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        if not model:
+            raise EngineFailure(f"llama.cpp could not load the model file {path}")
+        return model
+
+    def _new_context(self, settings: ContextSettings) -> ctypes.c_void_p:
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = settings.n_ctx
+        params.n_batch = settings.n_batch
+        params.n_ubatch = settings.n_batch
+        params.n_seq_max = 1
+        params.n_threads = settings.n_threads
+        params.n_threads_batch = settings.n_threads
+        params.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(self.model, params)
+        if not ctx:
+            raise EngineFailure("llama.cpp could not create a context for the model")
+        return ctx
+
+    # -- metadata ---------------------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1 << 16)
+        size = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        if size < 0:
+            return None
+        if size >= len(buf):
+            buf = ctypes.create_string_buffer(size + 1)
+            llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace")
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.meta("tokenizer.chat_template")
+
+    def special_text(self, token: int) -> str:
+        """Text of a special token (e.g. BOS) as chat templates expect it."""
+        if token < 0:
+            return ""
+        return self.piece(token, special=True).decode("utf-8", errors="replace")
+
+    # -- tokens -----------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buf = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(
+            self.vocab, data, len(data), buf, capacity, add_special, parse_special
+        )
+        if n < 0:  # buffer too small: -n is the size needed
+            capacity = -n
+            buf = (llama_cpp.llama_token * capacity)()
+            n = llama_cpp.llama_tokenize(
+                self.vocab, data, len(data), buf, capacity, add_special, parse_special
+            )
+        return list(buf[:n])
+
+    def piece(self, token: int, *, special: bool = False) -> bytes:
+        """The raw bytes of one token (cached; may be part of a UTF-8 character)."""
+        key = token if not special else -token - 1
+        cached = self._pieces.get(key)
+        if cached is None:
+            buf = ctypes.create_string_buffer(64)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+            cached = self._pieces[key] = buf.raw[:n]
+        return cached
+
+    def is_valid_token(self, token: int) -> bool:
+        return 0 <= token < self.n_vocab
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    @property
+    def add_bos(self) -> bool:
+        return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+
+    @property
+    def bos(self) -> int:
+        return llama_cpp.llama_vocab_bos(self.vocab)
+
+    @property
+    def eos(self) -> int:
+        return llama_cpp.llama_vocab_eos(self.vocab)
+
+    def fim_tokens(self) -> tuple[int, int, int] | None:
+        """(prefix, suffix, middle) tokens when the model supports fill-in-the-middle."""
+        pre = llama_cpp.llama_vocab_fim_pre(self.vocab)
+        suf = llama_cpp.llama_vocab_fim_suf(self.vocab)
+        mid = llama_cpp.llama_vocab_fim_mid(self.vocab)
+        return (pre, suf, mid) if min(pre, suf, mid) >= 0 else None
+
+    def close(self) -> None:
+        if self.ctx:
+            llama_cpp.llama_free(self.ctx)
+            self.ctx = None
+        if self.model:
+            llama_cpp.llama_model_free(self.model)
+            self.model = None

@@ -1,0 +1,61 @@
+"""Builds a llama.cpp sampler chain from neutral sampling parameters.
+
+Order follows llama.cpp's own defaults: logit bias, penalties, then the
+truncation samplers, temperature, and finally the random draw (or greedy).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import llama_cpp
+
+from parlance.core.request import SamplingParams
+
+PENALTY_LAST_N = 64
+DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: pick a random seed
+
+
+class SamplerChain:
+    """A llama.cpp sampler chain; free it exactly once, on the thread that used it."""
+
+    def __init__(self, n_vocab: int, params: SamplingParams) -> None:
+        chain_params = llama_cpp.llama_sampler_chain_default_params()
+        chain_params.no_perf = True
+        self.ptr = llama_cpp.llama_sampler_chain_init(chain_params)
+        for sampler in _samplers(n_vocab, params):
+            llama_cpp.llama_sampler_chain_add(self.ptr, sampler)
+
+    def sample(self, ctx: ctypes.c_void_p, output_index: int) -> int:
+        """Sample from the given output row and accept the token into the chain."""
+        return llama_cpp.llama_sampler_sample(self.ptr, ctx, output_index)
+
+    def free(self) -> None:
+        if self.ptr:
+            llama_cpp.llama_sampler_free(self.ptr)
+            self.ptr = None
+
+
+def _samplers(n_vocab: int, p: SamplingParams) -> list[ctypes.c_void_p]:
+    samplers = []
+    if p.logit_bias:
+        biases = (llama_cpp.llama_logit_bias * len(p.logit_bias))()
+        for slot, (token, bias) in zip(biases, p.logit_bias, strict=True):
+            slot.token, slot.bias = token, bias
+        samplers.append(llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(biases), biases))
+    if p.repeat_penalty != 1.0 or p.frequency_penalty or p.presence_penalty:
+        samplers.append(llama_cpp.llama_sampler_init_penalties(
+            PENALTY_LAST_N, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
+    if p.temperature <= 0:
+        samplers.append(llama_cpp.llama_sampler_init_greedy())
+        return samplers
+    if p.top_k > 0:
+        samplers.append(llama_cpp.llama_sampler_init_top_k(p.top_k))
+    if p.top_p < 1.0:
+        samplers.append(llama_cpp.llama_sampler_init_top_p(p.top_p, 1))
+    if p.min_p > 0.0:
+        samplers.append(llama_cpp.llama_sampler_init_min_p(p.min_p, 1))
+    samplers.append(llama_cpp.llama_sampler_init_temp(p.temperature))
+    seed = DEFAULT_SEED if p.seed is None else p.seed & 0xFFFFFFFF
+    samplers.append(llama_cpp.llama_sampler_init_dist(seed))
+    return samplers

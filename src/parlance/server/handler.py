@@ -1,0 +1,171 @@
+"""The one generic handler behind every generation endpoint.
+
+parse → resolve model → engine.start (all refusals happen here, before any
+byte is sent) → either a frame stream or `render(accumulate(events))`.
+It owns the request deadline, the mid-stream error frame and cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from parlance.core.accumulate import Accumulator
+from parlance.core.errors import EngineFailure, InvalidRequest, ParlanceError, RequestTimeout
+from parlance.core.events import Event, Failed
+from parlance.core.request import with_sampling_defaults
+from parlance.dialects.base import Call, Dialect, Served
+from parlance.engines.base import Generation
+from parlance.models.served import ServedModels
+from parlance.server.auth import authorize
+from parlance.server.framing import encode
+from parlance.server.streaming import EventStreamResponse
+
+log = logging.getLogger("parlance.server")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    api_keys: tuple[str, ...] = ()
+    keepalive_seconds: float = 10.0
+    request_timeout: float = 120.0
+
+
+def error_response(dialect: Dialect, error: ParlanceError) -> Response:
+    rendered = dialect.render_error(error)
+    return JSONResponse(rendered.body, rendered.status, headers=rendered.headers)
+
+
+async def read_json(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(
+            f"We could not parse the JSON body of your request ({exc}).", code="invalid_json"
+        ) from exc
+
+
+class GenerationHandler:
+    def __init__(self, dialect: Dialect, models: ServedModels, settings: ServerSettings):
+        self.dialect = dialect
+        self.models = models
+        self.settings = settings
+
+    async def handle(self, request: Request) -> Any:
+        deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
+        try:
+            authorize(request, self.settings.api_keys)
+            call = self.dialect.parse(await read_json(request))
+            model, echoed_id = self.models.resolve(call.request.model)
+            core_request = with_sampling_defaults(call.request, dict(model.spec.sampling))
+            generation = await model.engine.start(core_request)
+        except ParlanceError as exc:
+            return error_response(self.dialect, exc)
+        served = Served(echoed_id, generation.prompts)
+        if call.stream:
+            return EventStreamResponse(
+                self._frames(call, served, generation, deadline),
+                framing=self.dialect.framing,
+                keepalive_seconds=self.settings.keepalive_seconds,
+                on_close=generation.cancel,
+            )
+        return await self._complete(request, call, served, generation, deadline)
+
+    async def _frames(self, call: Call, served: Served, generation: Generation,
+                      deadline: float) -> AsyncIterator[bytes]:
+        framing = self.dialect.framing
+        encoder = self.dialect.encoder(call, served)
+        for frame in encoder.open():
+            yield encode(frame, framing)
+        try:
+            async for event in _until(deadline, generation):
+                if isinstance(event, Failed):
+                    closing = encoder.fail(event.error)
+                    break
+                for frame in encoder.feed(event):
+                    yield encode(frame, framing)
+            else:
+                closing = encoder.close()
+        except TimeoutError:
+            closing = encoder.fail(RequestTimeout())
+        except ParlanceError as exc:
+            closing = encoder.fail(exc)
+        except Exception as exc:
+            log.exception("engine stream failed")
+            closing = encoder.fail(EngineFailure(f"The engine failed: {exc}"))
+        finally:
+            generation.cancel()
+        for frame in closing:
+            yield encode(frame, framing)
+
+    async def _complete(self, request: Request, call: Call, served: Served,
+                        generation: Generation, deadline: float) -> Response:
+        accumulator = Accumulator()
+
+        async def collect() -> None:
+            try:
+                async for event in _until(deadline, generation):
+                    accumulator.feed(event)
+            except TimeoutError:
+                accumulator.feed(Failed(RequestTimeout()))
+            except ParlanceError as exc:
+                accumulator.feed(Failed(exc))
+            except Exception as exc:
+                log.exception("engine failed")
+                accumulator.feed(Failed(EngineFailure(f"The engine failed: {exc}")))
+
+        try:
+            left = await _race_disconnect(request, collect())
+        finally:
+            generation.cancel()
+        if left:
+            return Response(status_code=499)  # nobody is listening any more
+        result = accumulator.result
+        if result.error is not None:
+            return error_response(self.dialect, result.error)
+        return JSONResponse(self.dialect.render(call, served, result))
+
+
+async def _until(deadline: float, generation: Generation) -> AsyncIterator[Event]:
+    """Events until the deadline (loop time); TimeoutError past it.
+
+    The timeout scope wraps only the wait for the next event, never a `yield`,
+    so it always opens and closes in the same task.
+    """
+    events = aiter(generation)
+    while True:
+        try:
+            async with asyncio.timeout_at(deadline):
+                event = await anext(events)
+        except StopAsyncIteration:
+            return
+        yield event
+
+
+async def _race_disconnect(request: Request, work: Any) -> bool:
+    """Run `work`; True if the client disconnected first (work is then cancelled)."""
+    left = False
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            nonlocal left
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            left = True
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        await work
+        group.cancel_scope.cancel()
+    return left
+
+

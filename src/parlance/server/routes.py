@@ -1,0 +1,32 @@
+"""The route table: which path speaks which dialect. No logic lives here."""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from parlance.dialects.base import Dialect
+from parlance.dialects.openai_chat import OpenAIChat
+from parlance.dialects.openai_completions import OpenAICompletions
+from parlance.models.served import ServedModels
+from parlance.server.handler import GenerationHandler, ServerSettings
+from parlance.server.info import InfoEndpoints
+
+# Each generation endpoint is also reachable without the /v1 prefix, as llama.cpp allows.
+GENERATION: tuple[tuple[str, type[Dialect]], ...] = (
+    ("/v1/chat/completions", OpenAIChat),
+    ("/v1/completions", OpenAICompletions),
+)
+
+
+def build_routes(models: ServedModels, settings: ServerSettings) -> list[Route]:
+    info = InfoEndpoints(models, settings)
+    routes = [
+        Route("/health", info.health, methods=["GET"]),
+        Route("/v1/models", info.list_models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
+    ]
+    for path, dialect in GENERATION:
+        handler = GenerationHandler(dialect(), models, settings)
+        routes.append(Route(path, handler.handle, methods=["POST"]))
+        routes.append(Route(path.removeprefix("/v1"), handler.handle, methods=["POST"]))
+    return routes

@@ -1,0 +1,84 @@
+"""The one streaming response: writes frames, pings while idle, and turns a client
+disconnect into cancellation at once.
+
+Three tasks race in a task group (as sse-starlette does): the writer, the
+keepalive pinger and the disconnect listener. Whichever ends first cancels the
+others; cancelling the writer closes the frame generator, whose `finally`
+cancels the engine generation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+from starlette.types import Receive, Scope, Send
+
+from parlance.server.framing import MEDIA_TYPES, Framing, keepalive
+
+
+class EventStreamResponse:
+    def __init__(
+        self,
+        chunks: AsyncIterator[bytes],
+        *,
+        framing: Framing,
+        keepalive_seconds: float,
+        on_close: Callable[[], None],
+    ) -> None:
+        self._chunks = chunks
+        self._framing = framing
+        self._keepalive_seconds = keepalive_seconds
+        self._on_close = on_close
+        self._last_sent = time.monotonic()
+        self._send_lock = anyio.Lock()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [
+            (b"content-type", MEDIA_TYPES[self._framing].encode()),
+            (b"cache-control", b"no-cache"),
+            (b"connection", b"keep-alive"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._listen_for_disconnect, receive, group.cancel_scope)
+                if self._keepalive_seconds > 0 and keepalive(self._framing) is not None:
+                    group.start_soon(self._ping, send)
+                await self._write(send)
+                group.cancel_scope.cancel()
+        except OSError:
+            pass  # the client went away while we were writing
+        finally:
+            self._on_close()
+
+    async def _write(self, send: Send) -> None:
+        try:
+            async for chunk in self._chunks:
+                await self._send(send, chunk)
+            await self._send(send, b"", more=False)
+        finally:
+            # Close the frame generator in this same task, even when cancelled.
+            with anyio.CancelScope(shield=True):
+                await self._chunks.aclose()  # type: ignore[attr-defined]
+
+    async def _send(self, send: Send, body: bytes, *, more: bool = True) -> None:
+        async with self._send_lock:
+            await send({"type": "http.response.body", "body": body, "more_body": more})
+            self._last_sent = time.monotonic()
+
+    async def _ping(self, send: Send) -> None:
+        while True:
+            idle_until = self._last_sent + self._keepalive_seconds
+            await anyio.sleep(max(0.0, idle_until - time.monotonic()))
+            if time.monotonic() - self._last_sent >= self._keepalive_seconds:
+                await self._send(send, keepalive(self._framing) or b"")
+
+    async def _listen_for_disconnect(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                scope.cancel()
+                return
