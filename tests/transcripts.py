@@ -1,0 +1,32 @@
+"""Golden transcripts: byte-exact stream bodies kept in tests/transcripts/.
+
+Run with PARLANCE_REGEN_TRANSCRIPTS=1 to rewrite them, then review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent / "transcripts"
+
+
+def assert_transcript(name: str, body: str) -> None:
+    path = ROOT / name
+    if os.environ.get("PARLANCE_REGEN_TRANSCRIPTS"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+        return
+    if not path.exists():
+        pytest.fail(f"missing transcript {path}; run with PARLANCE_REGEN_TRANSCRIPTS=1")
+    assert body == path.read_text()
+
+
+@pytest.fixture
+def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ids and timestamps stable so transcripts compare byte for byte."""
+    for module in ("parlance.dialects.openai_chat", "parlance.dialects.openai_completions"):
+        monkeypatch.setattr(f"{module}.new_id", lambda prefix: f"{prefix}test")
+        monkeypatch.setattr(f"{module}.now", lambda: 1700000000)
