@@ -74,3 +74,6 @@ class RequestTimeout(ParlanceError):
 
 class EngineFailure(ParlanceError):
     kind = "engine_failure"
+
+    def __init__(self, message: str, *, code: str = "engine_error"):
+        super().__init__(message, code=code)

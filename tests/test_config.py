@@ -1,0 +1,94 @@
+"""Settings precedence (flag > env > file > default) and presets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from parlance.config import ServeConfig, resolve_config
+from parlance.core.errors import InvalidRequest
+from parlance.engines.fake import FakeEngine
+from parlance.models.registry import DEFAULT_MODEL, builtin_registry, resolve_spec
+from parlance.models.served import ServedModel, ServedModels
+from parlance.server import ServerSettings, create_app
+
+TOML = """
+[serve]
+port = 9000
+keepalive_seconds = 3
+model = "creative"
+
+[presets.creative]
+model = "smollm2-135m-instruct"
+ctx_size = 8192
+aliases = ["gpt-4o-mini"]
+chat_template = "{{ messages[0]['content'] }}"
+
+[presets.creative.sampling]
+temperature = 0.7
+top_k = 5
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "parlance.toml"
+    path.write_text(TOML)
+    return path
+
+
+def test_defaults_without_anything(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config, registry = resolve_config({}, {}, None)
+    assert config == ServeConfig()
+    assert DEFAULT_MODEL in registry
+
+
+def test_precedence_flag_over_env_over_file(config_file):
+    env = {"PARLANCE_PORT": "9100", "PARLANCE_API_KEY": "a, b", "PARLANCE_THREADS": "3"}
+    config, _ = resolve_config({"port": 9200, "api_key": None}, env, config_file)
+    assert config.port == 9200
+    assert config.api_key == ("a", "b")
+    assert config.threads == 3
+    assert config.keepalive_seconds == 3.0
+    assert config.model == "creative"
+    config, _ = resolve_config({}, env, config_file)
+    assert config.port == 9100
+
+
+def test_preset_becomes_a_registry_entry(config_file):
+    _, registry = resolve_config({}, {}, config_file)
+    spec = resolve_spec("gpt-4o-mini", registry)
+    assert spec.id == "creative"
+    assert spec.ctx_size == 8192
+    assert spec.chat_template == "{{ messages[0]['content'] }}"
+    assert dict(spec.sampling) == {"temperature": 0.7, "top_k": 5}
+    assert spec.locate == builtin_registry()[DEFAULT_MODEL].locate
+
+
+def test_model_may_be_a_gguf_path_but_must_exist(tmp_path):
+    weights = tmp_path / "tiny.gguf"
+    weights.write_bytes(b"GGUF")
+    assert resolve_spec(str(weights), builtin_registry()).locate() == weights
+    with pytest.raises(InvalidRequest):
+        resolve_spec(str(tmp_path / "missing.gguf"), builtin_registry())
+    with pytest.raises(InvalidRequest, match="Known models"):
+        resolve_spec("no-such-model", builtin_registry())
+
+
+async def test_preset_sampling_fills_only_unset_fields(config_file):
+    _, registry = resolve_config({}, {}, config_file)
+    engine = FakeEngine()
+    app = create_app(ServedModels([ServedModel(registry["creative"], engine, 0)]),
+                     ServerSettings())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://t") as client:
+        messages = [{"role": "user", "content": "hi"}]
+        await client.post("/v1/chat/completions", json={"messages": messages})
+        await client.post("/v1/chat/completions", json={"messages": messages,
+                                                        "temperature": 0})
+    defaulted, explicit = (r.sampling for r in engine.requests)
+    assert (defaulted.temperature, defaulted.top_k) == (0.7, 5)
+    assert (explicit.temperature, explicit.top_k) == (0, 5)
