@@ -82,7 +82,9 @@ def _logprobs_object(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob],
     return {
         "tokens": [t.token for t in tokens],
         "token_logprobs": [t.logprob for t in tokens],
-        "top_logprobs": [{a.token: a.logprob for a in t.top} for t in tokens],
+        # Nothing predicts the first token of an echoed prompt: null, as OpenAI sends.
+        "top_logprobs": [{a.token: a.logprob for a in t.top} if t.logprob is not None else None
+                         for t in tokens],
         "text_offset": offsets,
     }
 

@@ -60,8 +60,9 @@ class LlamaCppEngine:
         return LlamaGeneration(job, prompts)
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self._worker.close)
-        self.model.close()
+        # Never free the model under a thread that may still be decoding with it.
+        if await asyncio.to_thread(self._worker.close):
+            self.model.close()
 
     # -- preparation ------------------------------------------------------------
 

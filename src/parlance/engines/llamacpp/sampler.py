@@ -45,7 +45,7 @@ def _samplers(n_vocab: int, p: SamplingParams) -> list[ctypes.c_void_p]:
         samplers.append(llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(biases), biases))
     if p.repeat_penalty != 1.0 or p.frequency_penalty or p.presence_penalty:
         samplers.append(llama_cpp.llama_sampler_init_penalties(
-            PENALTY_LAST_N, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
+            n_vocab, PENALTY_LAST_N, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
     if p.temperature <= 0:
         samplers.append(llama_cpp.llama_sampler_init_greedy())
         return samplers

@@ -22,14 +22,19 @@ class Worker:
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="parlance-llamacpp", daemon=True)
         self.busy = False
+        self._current: Job | None = None
         self._thread.start()
 
     def submit(self, job: Job) -> None:
         self._queue.put(job)
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Stop after cancelling the running job; True once the thread has ended."""
         self._queue.put(None)
+        if (current := self._current) is not None:
+            current.cancel()
         self._thread.join(timeout=30)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         runner = SequenceRunner(self._model)
@@ -38,11 +43,11 @@ class Worker:
                 if job.cancelled:
                     job.close()
                     continue
-                self.busy = True
+                self.busy, self._current = True, job
                 try:
                     self._run_job(runner, job)
                 finally:
-                    self.busy = False
+                    self.busy, self._current = False, None
         finally:
             runner.close()
 

@@ -1,0 +1,335 @@
+"""Shared helpers for the real-engine suite (llama.cpp + SmolLM2-135M-Instruct).
+
+The model is loaded once per process (`shared_engine()` is cached), so the
+engine-level tests in `tests/engines/llamacpp/` and the HTTP tests in
+`tests/server/test_real_engine_http.py` share one engine and one worker thread.
+
+Import it as `tests.real_engine` (never by another name: a second copy of the
+module would load a second model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from parlance.core.accumulate import Accumulator, Completion
+from parlance.core.events import Event, Failed, Finish, TextDelta, TokenLogprob, Usage
+from parlance.core.messages import Message
+from parlance.core.request import ChatInput, GenerationRequest, SamplingParams, TextInput
+from parlance.engines.llamacpp import LlamaCppEngine
+from parlance.engines.llamacpp.model import ContextSettings
+from parlance.models.registry import DEFAULT_MODEL, builtin_registry
+from parlance.models.served import ServedModel, ServedModels
+from parlance.server import ServerSettings, create_app
+
+MODEL_ID = DEFAULT_MODEL  # "smollm2-135m-instruct"
+N_CTX = 2048  # room for the 2000-token generations the cancellation tests start
+GREEDY = SamplingParams(temperature=0.0)
+
+# Prompts whose greedy answers are known to be long enough / short enough.
+CHAT_PROMPT = "Write a haiku about the sea."  # ends by itself after ~23 tokens
+LONG_CHAT_PROMPT = "What is the capital of France?"  # runs on well past 40 tokens
+TEXT_PROMPT = "Once upon a time"
+EMOJI_PROMPT = "🐱🐶🐱🐶🐱🐶🐱🐶🐱🐶🐱🐶🐱🐶🐱🐶"  # greedy continues with 🐶, 3 byte tokens each
+# A prompt that forces the model to produce its own multi-byte text (CJK + emoji).
+CJK_CHAT_PROMPT = "Repeat exactly: 日本語 🐱🐶"
+TRANSLATE_PROMPT = "Translate to Japanese: I love cats 🐱"
+
+
+# -- the engine ---------------------------------------------------------------------
+
+
+@functools.cache
+def shared_engine() -> LlamaCppEngine:
+    try:
+        path = builtin_registry()[MODEL_ID].locate()
+    except FileNotFoundError as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"real-engine tests need the default model: {exc}")
+    return LlamaCppEngine.load(path, ContextSettings(n_ctx=N_CTX, n_threads=2))
+
+
+_closed = False
+
+
+def close_shared_engine() -> None:
+    """Idempotent; called from the session fixtures' teardown.
+
+    A worker still generating (a test failed to cancel its job) is left alone:
+    freeing the model under a running decode would crash the whole test process.
+    """
+    global _closed
+    if _closed or shared_engine.cache_info().currsize == 0:
+        return
+    _closed = True
+    engine = shared_engine()
+    try:
+        assert_idle_soon(engine, timeout=5.0)
+    except AssertionError:
+        return
+    asyncio.run(engine.aclose())
+
+
+@functools.cache
+def eog_tokens(engine: LlamaCppEngine) -> tuple[int, ...]:
+    """Every end-of-generation token of the vocabulary (SmolLM2: 0, 2 and 4)."""
+    model = engine.model
+    return tuple(t for t in range(model.n_vocab) if model.is_eog(t))
+
+
+def no_eog_bias(engine: LlamaCppEngine) -> dict[str, float]:
+    """A wire `logit_bias` that forbids ending: the generation runs to max_tokens."""
+    return {str(t): -100.0 for t in eog_tokens(engine)}
+
+
+def worker_idle(engine: LlamaCppEngine) -> bool:
+    worker = engine._worker
+    return not worker.busy and worker._queue.empty()
+
+
+async def wait_idle(engine: LlamaCppEngine, timeout: float = 5.0) -> float:
+    """Seconds until the worker was idle (twice in a row); raises if it never was."""
+    started = time.perf_counter()
+    streak = 0
+    while time.perf_counter() - started < timeout:
+        streak = streak + 1 if worker_idle(engine) else 0
+        if streak >= 2:
+            return time.perf_counter() - started
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"the engine worker was still busy after {timeout}s")
+
+
+async def wait_until(predicate, timeout: float, what: str) -> float:
+    """Seconds until `predicate()` held; raises if it did not within `timeout`."""
+    started = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - started > timeout:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        await asyncio.sleep(0.005)
+    return time.perf_counter() - started
+
+
+def assert_idle_soon(engine: LlamaCppEngine, timeout: float = 5.0) -> None:
+    """Synchronous variant for fixture teardown outside an event loop."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        if worker_idle(engine):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"the engine worker was still busy after {timeout}s")
+
+
+# -- vocabulary and text helpers --------------------------------------------------------
+
+
+def token_with_bytes(engine, raw: bytes) -> int:
+    """The vocabulary id whose piece is exactly `raw`."""
+    model = engine.model
+    matches = [t for t in range(model.n_vocab) if model.piece(t) == raw]
+    assert len(matches) == 1, (raw, matches)
+    return matches[0]
+
+
+def boundary_stop(tokens: list[str], text: str) -> tuple[str, int]:
+    """A stop string straddling two generated tokens, and where it first occurs.
+
+    The last two characters of one token (of three or more, so the cut falls
+    inside it) and the first two of the next, all ASCII so characters are whole;
+    chosen where this is the first occurrence in `text` and some text precedes it.
+    """
+    offset = 0
+    for here, after in zip(tokens, tokens[1:]):
+        offset += len(here)
+        stop = here[-2:] + after[:2]
+        if len(here) >= 3 and len(after) >= 2 and stop.isascii() and stop.strip():
+            if text.find(stop) == offset - 2 > 0:
+                return stop, offset - 2
+    raise AssertionError(f"no token boundary in {tokens!r} gives a usable stop string")
+
+
+# -- engine-level requests ----------------------------------------------------------
+
+
+def chat_request(
+    content: str, *, sampling: SamplingParams = GREEDY, **kw: Any
+) -> GenerationRequest:
+    return GenerationRequest(
+        model=MODEL_ID, prompts=(ChatInput((Message("user", content),)),), sampling=sampling, **kw
+    )
+
+
+def text_request(
+    prompt: str | None = None,
+    *,
+    token_ids: Iterable[int] | None = None,
+    suffix: str | None = None,
+    sampling: SamplingParams = GREEDY,
+    **kw: Any,
+) -> GenerationRequest:
+    source = TextInput(
+        text=prompt, token_ids=tuple(token_ids) if token_ids is not None else None, suffix=suffix
+    )
+    return GenerationRequest(model=MODEL_ID, prompts=(source,), sampling=sampling, **kw)
+
+
+@dataclass
+class Run:
+    """Everything one engine generation produced."""
+
+    events: list[Event]
+    prompt_text: str
+    prompt_tokens: int
+    result: Completion = field(init=False)
+
+    def __post_init__(self) -> None:
+        acc = Accumulator()
+        for event in self.events:
+            acc.feed(event)
+        self.result = acc.result
+
+    @property
+    def text(self) -> str:
+        return self.result.choice(0).text
+
+    @property
+    def deltas(self) -> list[str]:
+        return [e.text for e in self.events if isinstance(e, TextDelta)]
+
+    @property
+    def finish(self) -> str:
+        reasons = [e.reason.value for e in self.events if isinstance(e, Finish)]
+        assert len(reasons) == 1, reasons
+        return reasons[0]
+
+    @property
+    def usage(self) -> Usage:
+        usages = [e for e in self.events if isinstance(e, Usage)]
+        assert len(usages) == 1, usages
+        return usages[0]
+
+    @property
+    def logprobs(self) -> list[TokenLogprob]:
+        return list(self.result.choice(0).logprobs or [])
+
+    @property
+    def failed(self) -> Failed | None:
+        return next((e for e in self.events if isinstance(e, Failed)), None)
+
+
+async def run(engine: LlamaCppEngine, request: GenerationRequest, timeout: float = 60.0) -> Run:
+    generation = await engine.start(request)
+    events: list[Event] = []
+
+    async def drain() -> None:
+        async for event in generation:
+            events.append(event)
+
+    try:
+        await asyncio.wait_for(drain(), timeout)
+    finally:
+        generation.cancel()
+    prompt = generation.prompts[0]
+    return Run(events, prompt.text, prompt.n_tokens)
+
+
+# -- HTTP -----------------------------------------------------------------------------
+
+
+def make_app(engine: LlamaCppEngine, **settings: Any):
+    spec = builtin_registry()[MODEL_ID]
+    models = ServedModels([ServedModel(spec, engine, int(time.time()))])
+    return create_app(models, ServerSettings(**settings))
+
+
+def asgi_client(app) -> httpx.AsyncClient:
+    """In-process client. ASGITransport buffers the whole body, streams included."""
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://parlance.test", timeout=60.0
+    )
+
+
+def sse_data(body: str) -> list[Any]:
+    """The `data:` payloads of an SSE body, JSON-decoded except for `[DONE]`."""
+    out: list[Any] = []
+    for block in body.split("\n\n"):
+        lines = [line for line in block.split("\n") if line.startswith("data: ")]
+        if not lines:
+            continue
+        payload = "\n".join(line[len("data: "):] for line in lines)
+        out.append(payload if payload == "[DONE]" else json.loads(payload))
+    return out
+
+
+def chat_stream_content(frames: list[Any]) -> tuple[list[str], str | None]:
+    """(content deltas in order, finish_reason) of a streamed chat completion."""
+    deltas, finish = [], None
+    for frame in frames:
+        if not isinstance(frame, dict) or not frame.get("choices"):
+            continue
+        choice = frame["choices"][0]
+        content = choice["delta"].get("content")
+        if content:
+            deltas.append(content)
+        finish = choice["finish_reason"] or finish
+    return deltas, finish
+
+
+def completion_stream_text(frames: list[Any]) -> tuple[list[str], str | None]:
+    deltas, finish = [], None
+    for frame in frames:
+        if not isinstance(frame, dict) or not frame.get("choices"):
+            continue
+        choice = frame["choices"][0]
+        if choice["text"]:
+            deltas.append(choice["text"])
+        finish = choice["finish_reason"] or finish
+    return deltas, finish
+
+
+class ServerThread:
+    """A real uvicorn server on a free localhost port, in a background thread.
+
+    The lifespan is off: the app's lifespan would close the shared engine on exit.
+    """
+
+    def __init__(self, app) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        config = uvicorn.Config(app, lifespan="off", log_level="warning", loop="asyncio",
+                                http="h11", timeout_graceful_shutdown=2)
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True,
+            name="test-uvicorn",
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ServerThread:
+        self._thread.start()
+        deadline = time.perf_counter() + 10
+        while not self.server.started:
+            if time.perf_counter() > deadline or not self._thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()
