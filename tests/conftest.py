@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,7 +13,6 @@ from parlance.engines.fake import FakeEngine
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
-from pathlib import Path
 
 FAKE_SPEC = ModelSpec(id="fake-model", locate=lambda: Path("/dev/null"), aliases=("fake-alias",))
 

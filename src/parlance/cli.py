@@ -42,9 +42,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_engine(config: ServeConfig, registry: dict):
+    from parlance.config import default_threads
     from parlance.engines.llamacpp import LlamaCppEngine
     from parlance.engines.llamacpp.model import ContextSettings
-    from parlance.config import default_threads
     from parlance.models.registry import resolve_spec
 
     spec = resolve_spec(config.model, registry)

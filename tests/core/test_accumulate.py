@@ -1,8 +1,17 @@
 from parlance.core.accumulate import accumulate
 from parlance.core.errors import EngineFailure
 from parlance.core.events import (
-    Failed, Finish, FinishReason, Progress, ReasoningDelta, TextDelta, TokenLogprob,
-    ToolCallArgs, ToolCallEnd, ToolCallStart, Usage,
+    Failed,
+    Finish,
+    FinishReason,
+    Progress,
+    ReasoningDelta,
+    TextDelta,
+    TokenLogprob,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
 )
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from parlance.core.errors import EngineFailure
-from parlance.core.events import Failed, Finish, FinishReason, TextDelta, TokenLogprob, TopLogprob, Usage
+from parlance.core.events import (
+    Failed,
+    Finish,
+    FinishReason,
+    TextDelta,
+    TokenLogprob,
+    TopLogprob,
+    Usage,
+)
 from tests.conftest import sse_data
 from tests.transcripts import assert_transcript
 

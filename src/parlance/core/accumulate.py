@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from parlance.core.errors import ParlanceError
 from parlance.core.events import (
     Event,
     Failed,
@@ -22,7 +23,6 @@ from parlance.core.events import (
     ToolCallStart,
     Usage,
 )
-from parlance.core.errors import ParlanceError
 
 
 @dataclass(slots=True)

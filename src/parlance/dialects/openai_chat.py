@@ -17,17 +17,16 @@ from pydantic import Field, model_validator
 
 from parlance.core.accumulate import ChoiceResult, Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
-from parlance.core.events import Event, Finish, TextDelta, TokenLogprob, Usage
+from parlance.core.events import Finish, TextDelta, TokenLogprob
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
-from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
+from parlance.dialects.base import Call, ErrorResponse, Frame, Served
 from parlance.dialects.openai_common import (
+    ChunkEncoder,
     SamplingFields,
-    error_frames,
     new_id,
     now,
     render_error,
-    streamed_usage_object,
     usage_object,
 )
 from parlance.dialects.wire import WireModel, parse_body
@@ -130,51 +129,34 @@ def logprob_content(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> li
     ]
 
 
-class ChatEncoder:
+class ChatEncoder(ChunkEncoder):
+    object_type = "chat.completion.chunk"
+    envelope_extra = {"usage": None}  # seed 004: every chunk but the last says usage: null
+
     def __init__(self, call: ChatCall, served: Served) -> None:
-        self._call = call
-        self._model = served.model
-        self._usage: Usage | None = None
+        super().__init__(id=call.id, created=call.created, model=served.model,
+                         include_usage=call.include_usage)
+        self._logprobs = call.logprobs
 
-    def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> Frame:
-        return Frame({
-            "id": self._call.id, "object": "chat.completion.chunk",
-            "created": self._call.created, "model": self._model,
-            "choices": choices, "usage": None, **extra,
-        })
-
-    def _choice(self, index: int, delta: dict[str, Any], logprobs: Any = None,
+    @staticmethod
+    def _choice(index: int, delta: dict[str, Any], logprobs: Any = None,
                 finish_reason: str | None = None) -> dict[str, Any]:
         return {"index": index, "delta": delta, "logprobs": logprobs,
                 "finish_reason": finish_reason}
 
     def open(self) -> list[Frame]:
-        logprobs = {"content": [], "refusal": None} if self._call.logprobs else None
+        logprobs = {"content": [], "refusal": None} if self._logprobs else None
         delta = {"role": "assistant", "content": "", "refusal": None}
-        return [self._chunk([self._choice(0, delta, logprobs)])]
+        return [self.chunk([self._choice(0, delta, logprobs)])]
 
-    def feed(self, event: Event) -> list[Frame]:
-        match event:
-            case TextDelta(text=text, index=index, logprobs=logprobs):
-                if not text and not logprobs:
-                    return []
-                lp = ({"content": logprob_content(logprobs), "refusal": None}
-                      if logprobs is not None else None)
-                return [self._chunk([self._choice(index, {"content": text}, lp)])]
-            case Finish(reason=reason, index=index):
-                return [self._chunk([self._choice(index, {}, None, reason.value)])]
-            case Usage():
-                self._usage = event
-        return []
+    def on_text(self, delta: TextDelta) -> list[Frame]:
+        lp = None
+        if delta.logprobs is not None:
+            lp = {"content": logprob_content(delta.logprobs), "refusal": None}
+        return [self.chunk([self._choice(delta.index, {"content": delta.text}, lp)])]
 
-    def close(self) -> list[Frame]:
-        frames = []
-        if self._call.include_usage:
-            frames.append(self._chunk([], usage=streamed_usage_object(self._usage)))
-        return frames + [Frame(DONE)]
-
-    def fail(self, error: ParlanceError) -> list[Frame]:
-        return error_frames(error)
+    def on_finish(self, finish: Finish) -> list[Frame]:
+        return [self.chunk([self._choice(finish.index, {}, None, finish.reason.value)])]
 
 
 def _render_choice(choice: ChoiceResult, with_logprobs: bool) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from parlance.core.errors import InvalidRequest, Overloaded, ParlanceError
-from parlance.core.events import Usage
+from parlance.core.events import Event, Finish, TextDelta, Usage
 from parlance.core.request import SamplingParams
 from parlance.dialects.base import DONE, ErrorResponse, Frame
 from parlance.dialects.wire import WireModel
@@ -136,3 +136,49 @@ class SamplingFields(WireModel):
         if self.n > 1:
             raise InvalidRequest("n > 1 is not supported yet: this server runs one sequence "
                                  "per request.", param="n", code="unsupported_value")
+
+
+class ChunkEncoder:
+    """What Chat and Completions streams share: the chunk envelope (same id, created
+    and model in every chunk), the optional usage chunk, `[DONE]` and the error frame.
+    Subclasses say what a text delta and a finish look like."""
+
+    object_type = ""
+    envelope_extra: dict[str, Any] = {}
+
+    def __init__(self, *, id: str, created: int, model: str, include_usage: bool) -> None:
+        self._envelope = {"id": id, "object": self.object_type, "created": created,
+                          "model": model}
+        self._include_usage = include_usage
+        self._usage: Usage | None = None
+
+    def chunk(self, choices: list[dict[str, Any]], **extra: Any) -> Frame:
+        return Frame({**self._envelope, "choices": choices, **self.envelope_extra, **extra})
+
+    def open(self) -> list[Frame]:
+        return []
+
+    def feed(self, event: Event) -> list[Frame]:
+        match event:
+            case TextDelta():
+                return self.on_text(event) if event.text or event.logprobs else []
+            case Finish():
+                return self.on_finish(event)
+            case Usage():
+                self._usage = event
+        return []
+
+    def on_text(self, delta: TextDelta) -> list[Frame]:
+        raise NotImplementedError
+
+    def on_finish(self, finish: Finish) -> list[Frame]:
+        raise NotImplementedError
+
+    def close(self) -> list[Frame]:
+        frames = []
+        if self._include_usage:
+            frames.append(self.chunk([], usage=streamed_usage_object(self._usage)))
+        return [*frames, Frame(DONE)]
+
+    def fail(self, error: ParlanceError) -> list[Frame]:
+        return error_frames(error)

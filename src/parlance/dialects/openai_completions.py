@@ -16,16 +16,15 @@ from pydantic import Field
 
 from parlance.core.accumulate import ChoiceResult, Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
-from parlance.core.events import Event, Finish, TextDelta, TokenLogprob, Usage
+from parlance.core.events import Finish, TextDelta, TokenLogprob
 from parlance.core.request import GenerationRequest, TextInput
-from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
+from parlance.dialects.base import Call, ErrorResponse, Frame, Served
 from parlance.dialects.openai_common import (
+    ChunkEncoder,
     SamplingFields,
-    error_frames,
     new_id,
     now,
     render_error,
-    streamed_usage_object,
     usage_object,
 )
 from parlance.dialects.wire import parse_body
@@ -89,48 +88,26 @@ def _logprobs_object(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob],
     }
 
 
-class CompletionEncoder:
+class CompletionEncoder(ChunkEncoder):
+    object_type = "text_completion"
+
     def __init__(self, call: CompletionCall, served: Served) -> None:
-        self._call = call
-        self._model = served.model
+        super().__init__(id=call.id, created=call.created, model=served.model,
+                         include_usage=call.include_usage)
         self._offsets = _Offsets(served, call.request.echo)
-        self._usage: Usage | None = None
 
-    def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> Frame:
-        return Frame({
-            "id": self._call.id, "object": "text_completion", "created": self._call.created,
-            "model": self._model, "choices": choices, **extra,
-        })
+    def on_text(self, delta: TextDelta) -> list[Frame]:
+        lp = None
+        if delta.logprobs is not None:
+            lp = _logprobs_object(delta.logprobs, self._offsets.take(delta.index, delta.logprobs))
+        choice = {"text": delta.text, "index": delta.index, "logprobs": lp,
+                  "finish_reason": None}
+        return [self.chunk([choice])]
 
-    def open(self) -> list[Frame]:
-        return []
-
-    def feed(self, event: Event) -> list[Frame]:
-        match event:
-            case TextDelta(text=text, index=index, logprobs=logprobs):
-                if not text and not logprobs:
-                    return []
-                lp = None
-                if logprobs is not None:
-                    lp = _logprobs_object(logprobs, self._offsets.take(index, logprobs))
-                choice = {"text": text, "index": index, "logprobs": lp, "finish_reason": None}
-                return [self._chunk([choice])]
-            case Finish(reason=reason, index=index):
-                choice = {"text": "", "index": index, "logprobs": None,
-                          "finish_reason": reason.value}
-                return [self._chunk([choice])]
-            case Usage():
-                self._usage = event
-        return []
-
-    def close(self) -> list[Frame]:
-        frames = []
-        if self._call.include_usage:
-            frames.append(self._chunk([], usage=streamed_usage_object(self._usage)))
-        return frames + [Frame(DONE)]
-
-    def fail(self, error: ParlanceError) -> list[Frame]:
-        return error_frames(error)
+    def on_finish(self, finish: Finish) -> list[Frame]:
+        choice = {"text": "", "index": finish.index, "logprobs": None,
+                  "finish_reason": finish.reason.value}
+        return [self.chunk([choice])]
 
 
 class OpenAICompletions:
