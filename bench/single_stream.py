@@ -31,6 +31,10 @@ Why it is set up this way
   `/v1/completions` request with an unrelated token is sent (untimed) before
   every timed server run, so the server prefills the whole prompt, as the raw
   loop does after `llama_memory_clear`.
+* The machine may be shared. Each run also records how much CPU other
+  processes (and the hypervisor, as steal time) took meanwhile ("other CPU");
+  a warning is printed when that exceeds 5%, because two llama.cpp thread
+  pools on 2 cores slow each other down by far more than their CPU share.
 * SmolLM2 may stop (EOG) before max_tokens; the server cannot ignore EOS, so
   rates are computed from the actual token counts of each run.
 
@@ -42,7 +46,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import json
+import os
 import signal
 import socket
 import statistics
@@ -70,8 +76,9 @@ N_CTX = 4096  # what `parlance serve` uses for the default model (registry ctx_s
 N_BATCH = 512  # parlance's ContextSettings default
 TARGET = 0.97
 SETTLE_SECONDS = 0.5  # let OpenMP worker threads stop spinning between phases
+NOISE_WARNING = 0.05  # warn when other processes took more than this share of the CPU
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 110)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +90,7 @@ class Measurement:
     server_ttft: float | None = None  # seconds, from the usage chunk
     server_rate: float | None = None  # tokens/s, from the usage chunk
     prompt_tokens: int | None = None
+    other_cpu: float | None = None  # share of the machine used by other processes
 
     @property
     def rate(self) -> float | None:
@@ -251,6 +259,8 @@ def stream_chat(client: httpx.Client, base: str, max_tokens: int) -> Measurement
             if line == "data: [DONE]":
                 break
             chunk = json.loads(line[6:])
+            if "error" in chunk:
+                raise RuntimeError(f"parlance sent an error frame: {chunk['error']}")
             usage = chunk.get("usage") or usage
             for choice in chunk["choices"]:
                 if choice["delta"].get("content"):
@@ -267,11 +277,53 @@ def stream_chat(client: httpx.Client, base: str, max_tokens: int) -> Measurement
     )
 
 
+# -- machine noise ----------------------------------------------------------------
+
+
+class CpuMeter:
+    """How much of the machine other processes (and the hypervisor) took during a run.
+
+    System-wide busy ticks from /proc/stat minus the ticks of this process and
+    the server. Linux only; elsewhere it reports None.
+    """
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.cpus = os.cpu_count() or 1
+
+    def measure(self, run: Callable[[], Measurement]) -> Measurement:
+        before, started = self._ticks(), time.perf_counter()
+        result = run()
+        after, elapsed = self._ticks(), time.perf_counter() - started
+        if before is None or after is None:
+            return result
+        other = (after[0] - before[0]) - (after[1] - before[1])
+        share = max(other, 0) / (elapsed * self.hz * self.cpus)
+        return dataclasses.replace(result, other_cpu=share)
+
+    def _ticks(self) -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat") as fh:
+                fields = [int(v) for v in fh.readline().split()[1:]]
+            idle = fields[3] + fields[4]  # idle + iowait
+            ours = sum(self._process_ticks(pid) for pid in self.pids)
+        except (OSError, ValueError, IndexError):
+            return None
+        return sum(fields[:8]) - idle, ours
+
+    @staticmethod
+    def _process_ticks(pid: int) -> int:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+
+
 # -- orchestration ----------------------------------------------------------------
 
 
 def alternate(raw_run: Callable[[], Measurement], server_run: Callable[[], Measurement],
-              runs: int) -> tuple[list[Measurement], list[Measurement]]:
+              runs: int, meter: CpuMeter) -> tuple[list[Measurement], list[Measurement]]:
     """One warmup each, then `runs` rounds, flipping which side goes first."""
     for label, run in (("raw", raw_run), ("parlance", server_run)):
         console.print(f"[dim]warmup {label}…[/]")
@@ -281,11 +333,12 @@ def alternate(raw_run: Callable[[], Measurement], server_run: Callable[[], Measu
     for i in range(runs):
         order = [(raws, raw_run), (servers, server_run)]
         for results, run in order if i % 2 == 0 else reversed(order):
-            results.append(run())
+            results.append(meter.measure(run))
             time.sleep(SETTLE_SECONDS)
         r, s = raws[-1], servers[-1]
         console.print(f"[dim]run {i + 1}/{runs}: raw {fmt_rate(r.rate)} tok/s, "
-                      f"parlance {fmt_rate(s.rate)} tok/s[/]")
+                      f"parlance {fmt_rate(s.rate)} tok/s, other CPU "
+                      f"{fmt_share(r.other_cpu)} / {fmt_share(s.other_cpu)}[/]")
     return raws, servers
 
 
@@ -302,6 +355,10 @@ def fmt_ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1000:.1f}"
 
 
+def fmt_share(share: float | None) -> str:
+    return "n/a" if share is None else f"{share:.0%}"
+
+
 def fmt_ratio(num: float | None, den: float | None) -> str:
     return "n/a" if num is None or not den else f"{num / den:.3f}"
 
@@ -309,11 +366,13 @@ def fmt_ratio(num: float | None, den: float | None) -> str:
 def per_run_table(raws: list[Measurement], servers: list[Measurement]) -> Table:
     table = Table("run", "raw tokens", "raw TTFT ms", "raw tok/s", "parlance tokens",
                   "client TTFT ms", "client tok/s", "server TTFT ms", "server tok/s",
-                  title="Per run")
+                  "other CPU raw/parl.",
+                  title="Per run (parlance: client-side and server-reported)")
     for i, (r, s) in enumerate(zip(raws, servers, strict=True), 1):
         table.add_row(str(i), str(r.tokens), fmt_ms(r.ttft), fmt_rate(r.rate), str(s.tokens),
                       fmt_ms(s.ttft), fmt_rate(s.rate), fmt_ms(s.server_ttft),
-                      fmt_rate(s.server_rate))
+                      fmt_rate(s.server_rate), f"{fmt_share(r.other_cpu)} / "
+                      f"{fmt_share(s.other_cpu)}")
     return table
 
 
@@ -324,8 +383,8 @@ def summary_table(raws: list[Measurement], servers: list[Measurement]) -> Table:
     srv_rate = median([s.server_rate for s in servers])
     table = Table("median", "raw llama.cpp", "parlance (client)", "parlance (server usage)",
                   "ratio client/raw", title=f"Single stream, median of {len(raws)} runs")
-    table.add_row("completion tokens", str(median([r.tokens for r in raws])),
-                  str(median([s.tokens for s in servers])), "", "")
+    table.add_row("completion tokens", f"{median([r.tokens for r in raws]):g}",
+                  f"{median([s.tokens for s in servers]):g}", "", "")
     table.add_row("TTFT (ms)", fmt_ms(raw_ttft), fmt_ms(cli_ttft), fmt_ms(srv_ttft),
                   fmt_ratio(cli_ttft, raw_ttft))
     table.add_row("decode tok/s", fmt_rate(raw_rate), fmt_rate(cli_rate), fmt_rate(srv_rate),
@@ -342,10 +401,20 @@ def report(raws: list[Measurement], servers: list[Measurement]) -> None:
     console.print(f"prompt tokens: raw {raws[0].prompt_tokens}, parlance "
                   f"{servers[0].prompt_tokens} ({'same' if prompt_match else 'DIFFERENT'}); "
                   f"greedy outputs {'identical' if text_match else 'DIFFER'}")
+    noisy = [m.other_cpu for m in raws + servers if (m.other_cpu or 0) > NOISE_WARNING]
+    if noisy:
+        console.print(f"[yellow]warning:[/] other processes used up to {max(noisy):.0%} of the "
+                      f"CPU during {len(noisy)} of {len(raws) + len(servers)} runs; "
+                      "the figures are noisy, rerun on a quiet machine")
     if raw_rate and cli_rate:
         ratio = cli_rate / raw_rate
         verdict = "[green]PASS[/]" if ratio >= TARGET else "[red]FAIL[/]"
         console.print(f"decode ratio parlance/raw = {ratio:.3f} (target ≥ {TARGET}): {verdict}")
+        paired = median([s.rate / r.rate for r, s in zip(raws, servers, strict=True)
+                         if r.rate and s.rate])
+        if paired is not None:
+            console.print(f"[dim]median of per-round ratios (cancels slow drift): "
+                          f"{paired:.3f}[/]")
     else:
         console.print("[red]FAIL[/]: decode rate could not be measured")
 
@@ -360,6 +429,8 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    # Turn SIGTERM into SystemExit so the `finally` below still stops the server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     path = builtin_registry()[DEFAULT_MODEL].locate()
     console.print(f"model {path.name}, {THREADS} threads, max_tokens {args.tokens}, "
                   f"{args.runs} runs + 1 warmup per side")
@@ -380,8 +451,9 @@ def main() -> int:
                     time.sleep(SETTLE_SECONDS)
                     return stream_chat(client, base, args.tokens)
 
+                meter = CpuMeter([os.getpid(), proc.pid])
                 raws, servers = alternate(lambda: raw.generate(tokens, args.tokens),
-                                          server_run, args.runs)
+                                          server_run, args.runs, meter)
         finally:
             stop_server(proc)
             raw.close()
