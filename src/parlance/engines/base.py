@@ -31,7 +31,8 @@ class Generation(Protocol):
     def __aiter__(self) -> AsyncIterator[Event]: ...
 
     def cancel(self) -> None:
-        """Stop as soon as possible and free what the generation holds. Idempotent."""
+        """Stop as soon as possible and free what the generation holds; the event
+        stream then ends promptly (the handler's deadline relies on it). Idempotent."""
 
 
 class Engine(Protocol):

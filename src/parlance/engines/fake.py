@@ -8,6 +8,7 @@ engine answers `default_reply` word by word, honouring `max_tokens`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -35,9 +36,11 @@ class FakeGeneration:
     cancelled: bool = False
     finished: bool = False
     yielded: list[Event] = field(default_factory=list)
+    _woken: asyncio.Event = field(default_factory=asyncio.Event)
 
     def cancel(self) -> None:
         self.cancelled = True
+        self._woken.set()
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         for item in self.script:
@@ -46,7 +49,8 @@ class FakeGeneration:
             if isinstance(item, BaseException):
                 raise item
             if isinstance(item, float | int):
-                await asyncio.sleep(item)
+                with contextlib.suppress(TimeoutError):  # a cancel ends the pause at once
+                    await asyncio.wait_for(self._woken.wait(), item)
                 continue
             self.yielded.append(item)
             yield item

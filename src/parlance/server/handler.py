@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.accumulate import Accumulator
 from parlance.core.errors import EngineFailure, InvalidRequest, ParlanceError, RequestTimeout
-from parlance.core.events import Event, Failed
+from parlance.core.events import Failed, Usage
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import Call, Dialect, Served
 from parlance.engines.base import Generation
@@ -86,23 +86,24 @@ class GenerationHandler:
         encoder = self.dialect.encoder(call, served)
         for frame in encoder.open():
             yield encode(frame, framing)
+        timer = Deadline(deadline, generation)
         try:
-            async for event in _until(deadline, generation):
+            async for event in generation:
+                timer.observe(event)
                 if isinstance(event, Failed):
                     closing = encoder.fail(event.error)
                     break
                 for frame in encoder.feed(event):
                     yield encode(frame, framing)
             else:
-                closing = encoder.close()
-        except TimeoutError:
-            closing = encoder.fail(RequestTimeout())
+                closing = encoder.fail(RequestTimeout()) if timer.expired else encoder.close()
         except ParlanceError as exc:
             closing = encoder.fail(exc)
         except Exception as exc:
             log.exception("engine stream failed")
             closing = encoder.fail(EngineFailure(f"The engine failed: {exc}"))
         finally:
+            timer.cancel()
             generation.cancel()
         for frame in closing:
             yield encode(frame, framing)
@@ -110,13 +111,15 @@ class GenerationHandler:
     async def _complete(self, request: Request, call: Call, served: Served,
                         generation: Generation, deadline: float) -> Response:
         accumulator = Accumulator()
+        timer = Deadline(deadline, generation)
 
         async def collect() -> None:
             try:
-                async for event in _until(deadline, generation):
+                async for event in generation:
+                    timer.observe(event)
                     accumulator.feed(event)
-            except TimeoutError:
-                accumulator.feed(Failed(RequestTimeout()))
+                if timer.expired:
+                    accumulator.feed(Failed(RequestTimeout()))
             except ParlanceError as exc:
                 accumulator.feed(Failed(exc))
             except Exception as exc:
@@ -126,6 +129,7 @@ class GenerationHandler:
         try:
             left = await _race_disconnect(request, collect())
         finally:
+            timer.cancel()
             generation.cancel()
         if left:
             return Response(status_code=499)  # nobody is listening any more
@@ -135,20 +139,30 @@ class GenerationHandler:
         return JSONResponse(self.dialect.render(call, served, result))
 
 
-async def _until(deadline: float, generation: Generation) -> AsyncIterator[Event]:
-    """Events until the deadline (loop time); TimeoutError past it.
+class Deadline:
+    """One timer per request: past the deadline it cancels the generation, whose
+    stream then ends (the engine contract), and `expired` tells why.
 
-    The timeout scope wraps only the wait for the next event, never a `yield`,
-    so it always opens and closes in the same task.
+    One timer instead of a timeout scope around every event keeps the per-token
+    cost of the event loop, which on a small CPU is taken from decoding, minimal.
     """
-    events = aiter(generation)
-    while True:
-        try:
-            async with asyncio.timeout_at(deadline):
-                event = await anext(events)
-        except StopAsyncIteration:
-            return
-        yield event
+
+    def __init__(self, when: float, generation: Generation) -> None:
+        self.expired = False
+        self._generation = generation
+        self._handle = asyncio.get_running_loop().call_at(when, self._expire)
+
+    def observe(self, event: object) -> None:
+        """The final Usage means the work is done: a late deadline changes nothing."""
+        if isinstance(event, Usage):
+            self._handle.cancel()
+
+    def _expire(self) -> None:
+        self.expired = True
+        self._generation.cancel()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
 
 async def _race_disconnect(request: Request, work: Any) -> bool:

@@ -32,7 +32,6 @@ class EventStreamResponse:
         self._keepalive_seconds = keepalive_seconds
         self._on_close = on_close
         self._last_sent = time.monotonic()
-        self._send_lock = anyio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [
@@ -65,9 +64,10 @@ class EventStreamResponse:
                 await self._chunks.aclose()  # type: ignore[attr-defined]
 
     async def _send(self, send: Send, body: bytes, *, more: bool = True) -> None:
-        async with self._send_lock:
-            await send({"type": "http.response.body", "body": body, "more_body": more})
-            self._last_sent = time.monotonic()
+        # No lock: each ASGI message is written whole, and the pinger only speaks
+        # after `keepalive_seconds` of silence, so frames never interleave.
+        self._last_sent = time.monotonic()
+        await send({"type": "http.response.body", "body": body, "more_body": more})
 
     async def _ping(self, send: Send) -> None:
         while True:
