@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -34,15 +33,22 @@ async def client(fake_engine: FakeEngine) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-def sse_data(body: str) -> list[object]:
-    """Parse the `data:` payloads of an SSE body (JSON, or the raw `[DONE]`)."""
-    out: list[object] = []
-    for block in body.split("\n\n"):
-        for line in block.splitlines():
-            if line.startswith("data: "):
-                payload = line[len("data: "):]
-                out.append(payload if payload == "[DONE]" else json.loads(payload))
-    return out
-
-
 from tests.transcripts import fixed_ids  # noqa: E402,F401  (fixture re-export)
+
+
+@pytest.fixture(scope="session")
+def real_llama_engine():
+    """The one real engine of the session, shared by every real-engine test."""
+    from tests.real_engine import close_shared_engine, shared_engine
+
+    yield shared_engine()
+    close_shared_engine()
+
+
+@pytest.fixture
+def llama(real_llama_engine):
+    """The shared real engine; the test must leave its worker idle (nothing outlives it)."""
+    from tests.real_engine import assert_idle_soon
+
+    yield real_llama_engine
+    assert_idle_soon(real_llama_engine)

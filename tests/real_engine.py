@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import socket
 import threading
 import time
@@ -259,42 +258,26 @@ def asgi_client(app) -> httpx.AsyncClient:
     )
 
 
-def sse_data(body: str) -> list[Any]:
-    """The `data:` payloads of an SSE body, JSON-decoded except for `[DONE]`."""
-    out: list[Any] = []
-    for block in body.split("\n\n"):
-        lines = [line for line in block.split("\n") if line.startswith("data: ")]
-        if not lines:
+def _stream_texts(frames: list[Any], text_of) -> tuple[list[str], str | None]:
+    deltas, finish = [], None
+    for frame in frames:
+        if not isinstance(frame, dict) or not frame.get("choices"):
             continue
-        payload = "\n".join(line[len("data: "):] for line in lines)
-        out.append(payload if payload == "[DONE]" else json.loads(payload))
-    return out
+        choice = frame["choices"][0]
+        if text := text_of(choice):
+            deltas.append(text)
+        finish = choice["finish_reason"] or finish
+    return deltas, finish
 
 
 def chat_stream_content(frames: list[Any]) -> tuple[list[str], str | None]:
     """(content deltas in order, finish_reason) of a streamed chat completion."""
-    deltas, finish = [], None
-    for frame in frames:
-        if not isinstance(frame, dict) or not frame.get("choices"):
-            continue
-        choice = frame["choices"][0]
-        content = choice["delta"].get("content")
-        if content:
-            deltas.append(content)
-        finish = choice["finish_reason"] or finish
-    return deltas, finish
+    return _stream_texts(frames, lambda choice: choice["delta"].get("content"))
 
 
 def completion_stream_text(frames: list[Any]) -> tuple[list[str], str | None]:
-    deltas, finish = [], None
-    for frame in frames:
-        if not isinstance(frame, dict) or not frame.get("choices"):
-            continue
-        choice = frame["choices"][0]
-        if choice["text"]:
-            deltas.append(choice["text"])
-        finish = choice["finish_reason"] or finish
-    return deltas, finish
+    """(text deltas in order, finish_reason) of a streamed legacy completion."""
+    return _stream_texts(frames, lambda choice: choice["text"])
 
 
 class ServerThread:

@@ -14,7 +14,7 @@ from parlance.core.events import (
     TopLogprob,
     Usage,
 )
-from tests.conftest import sse_data
+from tests.sse import sse_data
 from tests.transcripts import assert_transcript
 
 CHAT = "/v1/chat/completions"

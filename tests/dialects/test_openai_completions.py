@@ -6,7 +6,7 @@ import pytest
 
 from parlance.core.events import Finish, FinishReason, TextDelta, TokenLogprob, TopLogprob, Usage
 from parlance.core.request import TextInput
-from tests.conftest import sse_data
+from tests.sse import sse_data
 from tests.transcripts import assert_transcript
 
 COMPLETIONS = "/v1/completions"
@@ -87,3 +87,13 @@ async def test_completions_invalid_requests_are_400(client, body, param):
     response = await client.post(COMPLETIONS, json=body)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == param
+
+
+async def test_completions_byte_fragment_alternatives_are_spelled_by_their_bytes(
+        client, fake_engine):
+    fragments = (TopLogprob("\ufffd", -0.5, (0xE6, 0x97)), TopLogprob("\ufffd", -0.9, (0xF0,)))
+    fake_engine.enqueue(TextDelta("", logprobs=(TokenLogprob("", -0.5, (0xE6, 0x97), fragments),)),
+                        Finish(FinishReason.LENGTH), Usage(1, 1))
+    body = (await client.post(COMPLETIONS, json={"prompt": "x", "logprobs": 2})).json()
+    assert body["choices"][0]["logprobs"]["top_logprobs"] == [
+        {"bytes:\\xe6\\x97": -0.5, "bytes:\\xf0": -0.9}]

@@ -46,4 +46,5 @@ def test_stop_matcher_flush_releases_held_text_and_earliest_stop_wins():
 def test_stop_matcher_keeps_payloads_with_truncated_piece():
     matcher = StopMatcher(["stop"])
     pieces = matcher.push("go", "p1") + matcher.push("!sto", "p2") + matcher.push("p", "p3")
-    assert [(p.text, p.payload) for p in pieces] == [("go", "p1"), ("!", "p2")]
+    assert [(p.text, p.payload, p.cut) for p in pieces] == [("go", "p1", False),
+                                                              ("!", "p2", True)]

@@ -30,19 +30,16 @@ from tests.real_engine import (
     TRANSLATE_PROMPT,
     ServerThread,
     asgi_client,
-    assert_idle_soon,
     boundary_stop,
     chat_stream_content,
-    close_shared_engine,
     completion_stream_text,
     make_app,
     no_eog_bias,
-    shared_engine,
-    sse_data,
     token_with_bytes,
     wait_idle,
     wait_until,
 )
+from tests.sse import sse_data
 
 pytestmark = pytest.mark.slow
 
@@ -52,20 +49,6 @@ COMPLETIONS = "/v1/completions"
 
 
 # -- fixtures ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def real_llama_engine():
-    """The one real engine of the session (shared with tests/engines/llamacpp)."""
-    yield shared_engine()
-    close_shared_engine()
-
-
-@pytest.fixture
-def llama(real_llama_engine):
-    """The shared engine; each test must leave its worker idle."""
-    yield real_llama_engine
-    assert_idle_soon(real_llama_engine)
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import httpx
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import FakeEngine
-from tests.conftest import make_app, sse_data
+from tests.conftest import make_app
+from tests.sse import sse_data
 
 CHAT = "/v1/chat/completions"
 HELLO = {"messages": [{"role": "user", "content": "Hello!"}]}

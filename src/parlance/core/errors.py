@@ -7,7 +7,8 @@ envelope and status code, so no layer ever matches error *text*.
     ├── InvalidRequest          bad field, type or value (param names the field)
     ├── AuthenticationFailed    missing or wrong API key
     ├── ModelNotFound           no model by that id or alias
-    ├── RouteNotFound           no such endpoint / method
+    ├── RouteNotFound           no such endpoint
+    ├── MethodNotAllowed        the endpoint exists, not with this method
     ├── ContextOverflow         prompt + max tokens do not fit the context
     ├── Overloaded              admission queue full (carries retry_after)
     ├── RequestTimeout          ran past the request timeout
@@ -51,6 +52,10 @@ class ModelNotFound(ParlanceError):
 
 class RouteNotFound(ParlanceError):
     kind = "route_not_found"
+
+
+class MethodNotAllowed(ParlanceError):
+    kind = "method_not_allowed"
 
 
 class ContextOverflow(ParlanceError):

@@ -26,6 +26,9 @@ class FinishReason(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class TopLogprob:
+    """An alternative token. `token` is lossy (U+FFFD) when `bytes` is not whole
+    UTF-8; each dialect decides how to spell such a token from its bytes."""
+
     token: str
     logprob: float
     bytes: tuple[int, ...]

@@ -27,6 +27,7 @@ from parlance.dialects.openai_common import (
     new_id,
     now,
     render_error,
+    token_spelling,
     usage_object,
 )
 from parlance.dialects.wire import WireModel, parse_body
@@ -122,7 +123,8 @@ def logprob_content(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> li
             "logprob": t.logprob,
             "bytes": list(t.bytes),
             "top_logprobs": [
-                {"token": a.token, "logprob": a.logprob, "bytes": list(a.bytes)} for a in t.top
+                {"token": token_spelling(a), "logprob": a.logprob, "bytes": list(a.bytes)}
+                for a in t.top
             ],
         }
         for t in tokens

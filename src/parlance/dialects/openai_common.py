@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from parlance.core.errors import InvalidRequest, Overloaded, ParlanceError
-from parlance.core.events import Event, Finish, TextDelta, Usage
+from parlance.core.events import Event, Finish, TextDelta, TopLogprob, Usage
 from parlance.core.request import SamplingParams
 from parlance.dialects.base import DONE, ErrorResponse, Frame
 from parlance.dialects.wire import WireModel
@@ -21,6 +21,7 @@ _STATUS = {
     "authentication": (401, "authentication_error"),
     "model_not_found": (404, "invalid_request_error"),
     "route_not_found": (404, "invalid_request_error"),
+    "method_not_allowed": (405, "invalid_request_error"),
     "context_overflow": (403, "tokens_exceeded_error"),
     "overloaded": (429, "rate_limit_error"),
     "timeout": (408, "timeout_error"),
@@ -56,6 +57,15 @@ def render_error(error: ParlanceError) -> ErrorResponse:
 def error_frames(error: ParlanceError) -> list[Frame]:
     """Mid-stream failure: a bare error object (the SDK raises on it), then [DONE]."""
     return [Frame({"error": error_object(error)}), Frame(DONE)]
+
+
+def token_spelling(alternative: TopLogprob) -> str:
+    """OpenAI spells a token that is not whole UTF-8 by its bytes: `bytes:\\xNN…`."""
+    raw = bytes(alternative.bytes)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
 
 
 def usage_object(usage: Usage | None) -> dict[str, int]:

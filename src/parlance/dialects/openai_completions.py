@@ -25,6 +25,7 @@ from parlance.dialects.openai_common import (
     new_id,
     now,
     render_error,
+    token_spelling,
     usage_object,
 )
 from parlance.dialects.wire import parse_body
@@ -82,7 +83,8 @@ def _logprobs_object(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob],
         "tokens": [t.token for t in tokens],
         "token_logprobs": [t.logprob for t in tokens],
         # Nothing predicts the first token of an echoed prompt: null, as OpenAI sends.
-        "top_logprobs": [{a.token: a.logprob for a in t.top} if t.logprob is not None else None
+        "top_logprobs": [{token_spelling(a): a.logprob for a in t.top}
+                         if t.logprob is not None else None
                          for t in tokens],
         "text_offset": offsets,
     }

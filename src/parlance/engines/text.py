@@ -33,6 +33,7 @@ class Piece(Generic[T]):
 
     text: str
     payload: T
+    cut: bool = False  # a stop string cut this piece short
 
 
 class StopMatcher(Generic[T]):
@@ -93,7 +94,7 @@ class StopMatcher(Generic[T]):
                 used += len(piece.text)
                 continue
             if truncate and used < limit:
-                released.append(Piece(piece.text[: limit - used], piece.payload))
+                released.append(Piece(piece.text[: limit - used], piece.payload, cut=True))
             break
         if truncate:
             self._pending = []

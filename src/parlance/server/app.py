@@ -9,33 +9,30 @@ from collections.abc import AsyncIterator
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
-from parlance.core.errors import EngineFailure, RouteNotFound
+from parlance.core.errors import EngineFailure, MethodNotAllowed, RouteNotFound
 from parlance.dialects.openai_common import render_error
 from parlance.models.served import ServedModels
-from parlance.server.handler import ServerSettings
+from parlance.server.handler import ServerSettings, error_json
 from parlance.server.routes import build_routes
 
 log = logging.getLogger("parlance.server")
 
 
-def _envelope(status: int, error: Exception) -> Response:
-    rendered = render_error(error)  # type: ignore[arg-type]
-    return JSONResponse(rendered.body, status, headers=rendered.headers)
-
-
-async def _not_found(request: Request, exc: Exception) -> Response:
-    status = exc.status_code if isinstance(exc, HTTPException) else 404
-    verb = "Unknown request URL" if status == 404 else "Method not allowed for"
-    error = RouteNotFound(f"{verb}: {request.method} {request.url.path}.",
-                          code="unknown_url" if status == 404 else "method_not_allowed")
-    return _envelope(status, error)
+async def _no_route(request: Request, exc: Exception) -> Response:
+    where = f"{request.method} {request.url.path}"
+    if isinstance(exc, HTTPException) and exc.status_code == 405:
+        error = MethodNotAllowed(f"Method not allowed for: {where}.", code="method_not_allowed")
+    else:
+        error = RouteNotFound(f"Unknown request URL: {where}.", code="unknown_url")
+    return error_json(render_error(error))
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error", exc_info=exc)
-    return _envelope(500, EngineFailure("The server had an error while processing your request."))
+    return error_json(render_error(
+        EngineFailure("The server had an error while processing your request.")))
 
 
 def create_app(models: ServedModels, settings: ServerSettings | None = None) -> Starlette:
@@ -48,6 +45,6 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
 
     return Starlette(
         routes=build_routes(models, settings),
-        exception_handlers={404: _not_found, 405: _not_found, Exception: _internal_error},
+        exception_handlers={404: _no_route, 405: _no_route, Exception: _internal_error},
         lifespan=lifespan,
     )

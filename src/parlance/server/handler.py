@@ -8,6 +8,7 @@ It owns the request deadline, the mid-stream error frame and cancellation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -20,9 +21,9 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.accumulate import Accumulator
 from parlance.core.errors import EngineFailure, InvalidRequest, ParlanceError, RequestTimeout
-from parlance.core.events import Failed, Usage
+from parlance.core.events import Event, Failed, Usage
 from parlance.core.request import with_sampling_defaults
-from parlance.dialects.base import Call, Dialect, Served
+from parlance.dialects.base import Call, Dialect, ErrorResponse, Served
 from parlance.engines.base import Generation
 from parlance.models.served import ServedModels
 from parlance.server.auth import authorize
@@ -39,9 +40,12 @@ class ServerSettings:
     request_timeout: float = 120.0
 
 
-def error_response(dialect: Dialect, error: ParlanceError) -> Response:
-    rendered = dialect.render_error(error)
+def error_json(rendered: ErrorResponse) -> Response:
     return JSONResponse(rendered.body, rendered.status, headers=rendered.headers)
+
+
+def error_response(dialect: Dialect, error: ParlanceError) -> Response:
+    return error_json(dialect.render_error(error))
 
 
 async def read_json(request: Request) -> Any:
@@ -86,51 +90,27 @@ class GenerationHandler:
         encoder = self.dialect.encoder(call, served)
         for frame in encoder.open():
             yield encode(frame, framing)
-        timer = Deadline(deadline, generation)
-        try:
-            async for event in generation:
-                timer.observe(event)
+        async with contextlib.aclosing(guarded(generation, deadline)) as events:
+            async for event in events:
                 if isinstance(event, Failed):
-                    closing = encoder.fail(event.error)
-                    break
+                    for frame in encoder.fail(event.error):
+                        yield encode(frame, framing)
+                    return
                 for frame in encoder.feed(event):
                     yield encode(frame, framing)
-            else:
-                closing = encoder.fail(RequestTimeout()) if timer.expired else encoder.close()
-        except ParlanceError as exc:
-            closing = encoder.fail(exc)
-        except Exception as exc:
-            log.exception("engine stream failed")
-            closing = encoder.fail(EngineFailure(f"The engine failed: {exc}"))
-        finally:
-            timer.cancel()
-            generation.cancel()
-        for frame in closing:
+        for frame in encoder.close():
             yield encode(frame, framing)
 
     async def _complete(self, request: Request, call: Call, served: Served,
                         generation: Generation, deadline: float) -> Response:
         accumulator = Accumulator()
-        timer = Deadline(deadline, generation)
 
         async def collect() -> None:
-            try:
-                async for event in generation:
-                    timer.observe(event)
+            async with contextlib.aclosing(guarded(generation, deadline)) as events:
+                async for event in events:
                     accumulator.feed(event)
-                if timer.expired:
-                    accumulator.feed(Failed(RequestTimeout()))
-            except ParlanceError as exc:
-                accumulator.feed(Failed(exc))
-            except Exception as exc:
-                log.exception("engine failed")
-                accumulator.feed(Failed(EngineFailure(f"The engine failed: {exc}")))
 
-        try:
-            left = await _race_disconnect(request, collect())
-        finally:
-            timer.cancel()
-            generation.cancel()
+        left = await _race_disconnect(request, collect())
         if left:
             return Response(status_code=499)  # nobody is listening any more
         result = accumulator.result
@@ -139,12 +119,34 @@ class GenerationHandler:
         return JSONResponse(self.dialect.render(call, served, result))
 
 
+async def guarded(generation: Generation, deadline: float) -> AsyncIterator[Event]:
+    """The generation's events, ending by contract whatever happens: past the
+    deadline, or when the engine raises, the last event is a `Failed`. On the
+    way out (normal end, failure or the consumer leaving) the generation is
+    cancelled, which frees what it holds."""
+    timer = Deadline(deadline, generation)
+    try:
+        async for event in generation:
+            timer.observe(event)
+            yield event
+        if timer.expired:
+            yield Failed(RequestTimeout())
+    except ParlanceError as exc:
+        yield Failed(exc)
+    except Exception as exc:
+        log.exception("engine stream failed")
+        yield Failed(EngineFailure(f"The engine failed: {exc}"))
+    finally:
+        timer.cancel()
+        generation.cancel()
+
+
 class Deadline:
     """One timer per request: past the deadline it cancels the generation, whose
     stream then ends (the engine contract), and `expired` tells why.
 
     One timer instead of a timeout scope around every event keeps the per-token
-    cost of the event loop, which on a small CPU is taken from decoding, minimal.
+    work of the event loop small; on a small CPU that work competes with decoding.
     """
 
     def __init__(self, when: float, generation: Generation) -> None:
@@ -152,7 +154,7 @@ class Deadline:
         self._generation = generation
         self._handle = asyncio.get_running_loop().call_at(when, self._expire)
 
-    def observe(self, event: object) -> None:
+    def observe(self, event: Event) -> None:
         """The final Usage means the work is done: a late deadline changes nothing."""
         if isinstance(event, Usage):
             self._handle.cancel()

@@ -11,16 +11,11 @@ from parlance.core.errors import ParlanceError
 from parlance.dialects.openai_common import render_error
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server.auth import authorize
-from parlance.server.handler import ServerSettings
+from parlance.server.handler import ServerSettings, error_json
 
 
 def _model_object(model: ServedModel, shown_id: str) -> dict[str, Any]:
     return {"id": shown_id, "object": "model", "created": model.created, "owned_by": "parlance"}
-
-
-def _openai_error(error: ParlanceError) -> Response:
-    rendered = render_error(error)
-    return JSONResponse(rendered.body, rendered.status, headers=rendered.headers)
 
 
 class InfoEndpoints:
@@ -35,7 +30,7 @@ class InfoEndpoints:
         try:
             authorize(request, self.settings.api_keys)
         except ParlanceError as exc:
-            return _openai_error(exc)
+            return error_json(render_error(exc))
         data = [_model_object(m, m.spec.id) for m in self.models]
         return JSONResponse({"object": "list", "data": data})
 
@@ -44,5 +39,5 @@ class InfoEndpoints:
             authorize(request, self.settings.api_keys)
             model, shown = self.models.resolve(request.path_params["model_id"] or "\0")
         except ParlanceError as exc:
-            return _openai_error(exc)
+            return error_json(render_error(exc))
         return JSONResponse(_model_object(model, shown))

@@ -64,8 +64,8 @@ class EventStreamResponse:
                 await self._chunks.aclose()  # type: ignore[attr-defined]
 
     async def _send(self, send: Send, body: bytes, *, more: bool = True) -> None:
-        # No lock: each ASGI message is written whole, and the pinger only speaks
-        # after `keepalive_seconds` of silence, so frames never interleave.
+        # No lock: each ASGI message is a whole frame or comment, so a ping that
+        # lands between two frames is still a valid stream.
         self._last_sent = time.monotonic()
         await send({"type": "http.response.body", "body": body, "more_body": more})
 

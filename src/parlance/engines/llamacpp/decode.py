@@ -38,13 +38,6 @@ class _Pending:
     logprob: float | None
     raw: bytes
     top: tuple = ()
-    text: str | None = None  # the token's text before any stop-string cut
-
-    def bytes_for(self, kept: str) -> tuple[int, ...]:
-        """Raw bytes, or those of the kept text when a stop string cut the token."""
-        if self.text is not None and kept != self.text:
-            return tuple(kept.encode())
-        return tuple(self.raw)
 
 
 @dataclass(slots=True)
@@ -59,7 +52,8 @@ class _Emitter:
         text = "".join(p.text for p in pieces)
         if self.job.logprobs is not None:
             self.carry += [
-                TokenLogprob(p.text, p.payload.logprob, p.payload.bytes_for(p.text), p.payload.top)
+                TokenLogprob(p.text, p.payload.logprob,
+                             tuple(p.text.encode() if p.cut else p.payload.raw), p.payload.top)
                 for p in pieces if p.payload is not None
             ]
         if not text and not (final and self.carry):
@@ -164,10 +158,7 @@ class SequenceRunner:
             if job.logprobs is not None:
                 row = log_softmax_row(model.ctx, LAST_OUTPUT, model.n_vocab)
                 record = self._record(job, row, token)
-            text = utf8.push(model.piece(token))
-            if record is not None:
-                record.text = text
-            emitter.send(stops.push(text, record))
+            emitter.send(stops.push(utf8.push(model.piece(token)), record))
             if stops.stopped:
                 reason = FinishReason.STOP
                 break
@@ -189,12 +180,8 @@ class SequenceRunner:
         return _Pending(float(row[token]), self.model.piece(token), top)
 
     def _describe(self, token: int) -> tuple[str, bytes]:
-        """An alternative token's text; byte fragments are spelled `bytes:\\xNN` as OpenAI does."""
         raw = self.model.piece(token)
-        try:
-            return raw.decode("utf-8"), raw
-        except UnicodeDecodeError:
-            return "bytes:" + "".join(f"\\x{b:02x}" for b in raw), raw
+        return raw.decode("utf-8", errors="replace"), raw
 
     # -- llama.cpp batch --------------------------------------------------------
 
