@@ -2,7 +2,7 @@
 
 The model is loaded once per process (`shared_engine()` is cached), so the
 engine-level tests in `tests/engines/llamacpp/` and the HTTP tests in
-`tests/server/test_real_engine_http.py` share one engine and one worker thread.
+`tests/server/test_real_engine_http.py` share one engine and one scheduler thread.
 
 Import it as `tests.real_engine` (never by another name: a second copy of the
 module would load a second model).
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import llama_cpp
 import pytest
 import uvicorn
 
@@ -34,7 +35,8 @@ from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
 
 MODEL_ID = DEFAULT_MODEL  # "smollm2-135m-instruct"
-N_CTX = 2048  # room for the 2000-token generations the cancellation tests start
+N_CTX = 4096  # room for the 2000-token generations the cancellation tests start
+SLOTS = 8  # sequences decoded together
 GREEDY = SamplingParams(temperature=0.0)
 
 # Prompts whose greedy answers are known to be long enough / short enough.
@@ -56,7 +58,8 @@ def shared_engine() -> LlamaCppEngine:
         path = builtin_registry()[MODEL_ID].locate()
     except FileNotFoundError as exc:  # pragma: no cover - depends on the machine
         pytest.skip(f"real-engine tests need the default model: {exc}")
-    return LlamaCppEngine.load(path, ContextSettings(n_ctx=N_CTX, n_threads=2))
+    return LlamaCppEngine.load(path, ContextSettings(n_ctx=N_CTX, n_threads=2,
+                                                     parallel=SLOTS))
 
 
 _closed = False
@@ -65,7 +68,7 @@ _closed = False
 def close_shared_engine() -> None:
     """Idempotent; called from the session fixtures' teardown.
 
-    A worker still generating (a test failed to cancel its job) is left alone:
+    A scheduler still generating (a test failed to cancel its job) is left alone:
     freeing the model under a running decode would crash the whole test process.
     """
     global _closed
@@ -92,21 +95,20 @@ def no_eog_bias(engine: LlamaCppEngine) -> dict[str, float]:
     return {str(t): -100.0 for t in eog_tokens(engine)}
 
 
-def worker_idle(engine: LlamaCppEngine) -> bool:
-    worker = engine._worker
-    return not worker.busy and worker._queue.empty()
+def engine_idle(engine: LlamaCppEngine) -> bool:
+    return engine.metrics.idle
 
 
 async def wait_idle(engine: LlamaCppEngine, timeout: float = 5.0) -> float:
-    """Seconds until the worker was idle (twice in a row); raises if it never was."""
+    """Seconds until the engine was idle (twice in a row); raises if it never was."""
     started = time.perf_counter()
     streak = 0
     while time.perf_counter() - started < timeout:
-        streak = streak + 1 if worker_idle(engine) else 0
+        streak = streak + 1 if engine_idle(engine) else 0
         if streak >= 2:
             return time.perf_counter() - started
         await asyncio.sleep(0.005)
-    raise AssertionError(f"the engine worker was still busy after {timeout}s")
+    raise AssertionError(f"the engine was still busy after {timeout}s")
 
 
 async def wait_until(predicate, timeout: float, what: str) -> float:
@@ -119,14 +121,26 @@ async def wait_until(predicate, timeout: float, what: str) -> float:
     return time.perf_counter() - started
 
 
+def kv_cache_mismatches(engine: LlamaCppEngine) -> list[tuple[int, int, int, int]]:
+    """Slots whose bookkeeping disagrees with llama.cpp's KV cache: (slot, pos min,
+    pos max, tokens we think it holds). Empty when every cell is accounted for."""
+    memory, bad = engine.model.memory, []
+    for slot in engine.scheduler.slots.slots:
+        low = llama_cpp.llama_memory_seq_pos_min(memory, slot.id)
+        high = llama_cpp.llama_memory_seq_pos_max(memory, slot.id)
+        if (low, high) != ((0, len(slot.tokens) - 1) if slot.tokens else (-1, -1)):
+            bad.append((slot.id, low, high, len(slot.tokens)))
+    return bad
+
+
 def assert_idle_soon(engine: LlamaCppEngine, timeout: float = 5.0) -> None:
     """Synchronous variant for fixture teardown outside an event loop."""
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
-        if worker_idle(engine):
+        if engine_idle(engine):
             return
         time.sleep(0.005)
-    raise AssertionError(f"the engine worker was still busy after {timeout}s")
+    raise AssertionError(f"the engine was still busy after {timeout}s")
 
 
 # -- vocabulary and text helpers --------------------------------------------------------
@@ -240,6 +254,49 @@ async def run(engine: LlamaCppEngine, request: GenerationRequest, timeout: float
         generation.cancel()
     prompt = generation.prompts[0]
     return Run(events, prompt.text, prompt.n_tokens)
+
+
+# -- long generations -----------------------------------------------------------------
+
+
+def endless(engine) -> SamplingParams:
+    """Greedy, with every end-of-generation token banned: runs to max_tokens."""
+    return SamplingParams(temperature=0.0,
+                          logit_bias=tuple((t, -100.0) for t in eog_tokens(engine)))
+
+
+async def first_deltas(generation, count: int) -> list:
+    events = []
+    async for event in generation:
+        events.append(event)
+        if sum(isinstance(e, TextDelta) for e in events) >= count:
+            return events
+    raise AssertionError(f"the generation ended after {events!r}")
+
+
+async def rest(generation, timeout: float = 5.0) -> list:
+    async def drain():
+        return [event async for event in generation]
+
+    return await asyncio.wait_for(drain(), timeout)
+
+
+async def fill_slots(engine) -> list:
+    """Endless generations in every slot, each past its first tokens."""
+    running = [await engine.start(text_request(f"{TEXT_PROMPT} {i}", max_tokens=400,
+                                               sampling=endless(engine)))
+               for i in range(SLOTS)]
+    for generation in running:
+        await first_deltas(generation, 1)
+    assert engine.metrics.slots_in_use == SLOTS
+    return running
+
+
+async def cancel_all(generations) -> None:
+    for generation in generations:
+        generation.cancel()
+    for generation in generations:
+        await rest(generation)
 
 
 # -- HTTP -----------------------------------------------------------------------------

@@ -28,6 +28,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int)
     serve.add_argument("--ctx-size", dest="ctx_size", type=int)
     serve.add_argument("--threads", type=int)
+    serve.add_argument("--parallel", type=int,
+                       help="sequences decoded together (slots sharing the context)")
+    serve.add_argument("--queue-size", dest="queue_size", type=int,
+                       help="requests that may wait for a slot before 429")
     serve.add_argument("--api-key", dest="api_key", action="append",
                        help="require this API key (repeatable)")
     serve.add_argument("--keepalive-seconds", dest="keepalive_seconds", type=float)
@@ -52,6 +56,7 @@ def _load_engine(config: ServeConfig, registry: dict):
     settings = ContextSettings(
         n_ctx=config.ctx_size or spec.ctx_size or 4096,
         n_threads=config.threads or default_threads(),
+        parallel=config.parallel,
     )
     progress = Progress(TextColumn("[bold]Loading[/] {task.description}"), BarColumn(),
                         TaskProgressColumn(), console=console, disable=not console.is_terminal)
@@ -60,6 +65,7 @@ def _load_engine(config: ServeConfig, registry: dict):
         engine = LlamaCppEngine.load(
             path, settings, chat_template=spec.chat_template,
             on_progress=lambda fraction: progress.update(task, completed=fraction),
+            max_waiting=config.queue_size,
         )
     return spec, engine, settings
 
@@ -73,7 +79,7 @@ def serve(config: ServeConfig, registry: dict) -> int:
     started = time.perf_counter()
     spec, engine, ctx = _load_engine(config, registry)
     console.print(f"[green]Loaded[/] {spec.id} in {time.perf_counter() - started:.2f}s "
-                  f"(context {ctx.n_ctx}, {ctx.n_threads} threads)")
+                  f"(context {ctx.n_ctx} shared by {ctx.parallel} slots, {ctx.n_threads} threads)")
     models = ServedModels([ServedModel(spec, engine, int(time.time()))])
     app = create_app(models, ServerSettings(
         api_keys=config.api_key,

@@ -27,6 +27,8 @@ class ServeConfig:
     port: int = 8080
     ctx_size: int | None = None
     threads: int | None = None
+    parallel: int = 4
+    queue_size: int = 64
     api_key: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
     request_timeout: float = 120.0

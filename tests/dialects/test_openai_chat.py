@@ -128,7 +128,7 @@ async def test_chat_request_maps_to_core_request(client, fake_engine):
 @pytest.mark.parametrize(("body", "param"), [
     ({}, "messages"),
     ({"messages": []}, "messages"),
-    ({"messages": [{"role": "user"}], "n": 2}, "n"),
+    ({"messages": [{"role": "user", "content": "x"}], "n": 5}, "n"),  # above the 4 slots
     ({"messages": [{"role": "user", "content": "x"}], "temperature": 3}, "temperature"),
     ({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}, "temperature"),
     ({"messages": [{"role": "user", "content": "x"}], "top_p": 1.5}, "top_p"),

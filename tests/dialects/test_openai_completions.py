@@ -76,7 +76,7 @@ async def test_completions_default_max_tokens_is_16(client, fake_engine):
     ({}, "prompt"),
     ({"prompt": []}, "prompt"),
     ({"prompt": "x", "logprobs": 6}, "logprobs"),
-    ({"prompt": "x", "n": 3}, "n"),
+    ({"prompt": "x", "n": 0}, "n"),
     ({"prompt": "x", "best_of": 2}, "best_of"),
     ({"prompt": "x", "max_tokens": -1}, "max_tokens"),
     ({"prompt": "x", "max_tokens": 0}, "max_tokens"),

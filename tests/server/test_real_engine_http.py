@@ -26,13 +26,16 @@ from tests.real_engine import (
     LONG_CHAT_PROMPT,
     MODEL_ID,
     N_CTX,
+    SLOTS,
     TEXT_PROMPT,
     TRANSLATE_PROMPT,
     ServerThread,
     asgi_client,
     boundary_stop,
+    cancel_all,
     chat_stream_content,
     completion_stream_text,
+    fill_slots,
     make_app,
     no_eog_bias,
     token_with_bytes,
@@ -547,7 +550,7 @@ async def test_stream_disconnect_cancels_the_generation(llama, started):
                 assert response.status_code == 200
                 reader = SSEReader(response)
                 await reader.content_chunks(3)
-                assert llama._worker.busy
+                assert llama.metrics.slots_in_use == 1
             # leaving the block closes the half-read response: the socket is closed
 
             assert await wait_idle(llama, timeout=2.0) < 1.0
@@ -564,24 +567,21 @@ async def test_stream_disconnect_cancels_the_generation(llama, started):
 async def test_queued_stream_whose_client_left_never_runs(llama, started):
     with ServerThread(make_app(llama)) as server:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
-            async with http.stream("POST", CHAT, json=long_chat(llama)) as first:
-                first_reader = SSEReader(first)
-                await first_reader.content_chunks(2)
+            busy = await fill_slots(llama)
+            try:
                 async with http.stream("POST", CHAT, json=chat_body(
                         "Tell me a story.", max_tokens=50, stream=True)) as second:
                     assert second.status_code == 200
-                    second_reader = SSEReader(second)
-                    # the role chunk comes at once, while the job waits behind the first
-                    assert '"role":"assistant"' in await second_reader.frame()
-                    assert len(started) == 2 and not started[1].job.ran
-                queued = started[1]
-                await wait_until(lambda: queued.job.cancelled, 2.0, "queued job cancelled")
-                assert not queued.job.ran
-                assert llama._worker.busy and not started[0].job.done.is_set()
-
-            await wait_until(queued.job.done.is_set, 2.0, "queued job dropped")
-            assert not queued.job.ran  # dropped by the worker without running
-            assert started[0].job.ran and started[0].job.cancelled
+                    # the role chunk comes at once, while the job waits for a slot
+                    assert '"role":"assistant"' in await SSEReader(second).frame()
+                    queued = started[SLOTS]
+                    assert not queued.job.started
+                await wait_until(queued.job.done.is_set, 2.0, "queued job dropped")
+                assert not queued.job.started  # dropped without running
+                assert llama.metrics.requests_waiting == 0
+                assert not any(g.job.done.is_set() for g in busy)
+            finally:
+                await cancel_all(busy)
             await wait_idle(llama, timeout=1.0)
 
 
@@ -590,9 +590,10 @@ async def test_non_stream_disconnect_cancels_the_generation(llama, started):
         async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
             body = {**long_chat(llama), "stream": False}
             request = asyncio.create_task(http.post(CHAT, json=body))
-            await wait_until(lambda: started and started[0].job.ran, 5.0, "generation started")
+            await wait_until(lambda: started and started[0].job.started, 5.0,
+                             "generation started")
             await asyncio.sleep(0.1)
-            assert llama._worker.busy
+            assert llama.metrics.slots_in_use == 1
             request.cancel()  # the client gives up: httpx closes the connection
             with pytest.raises(asyncio.CancelledError):
                 await request

@@ -98,7 +98,6 @@ def _message(m: MessageIn, i: int) -> Message:
 
 
 def _reject_unsupported(req: ChatRequest) -> None:
-    req.check_single_choice()
     if req.tools and req.tool_choice != "none":
         raise InvalidRequest("Tool calling is not supported by this server yet.",
                              param="tools", code="unsupported_parameter")
@@ -139,6 +138,7 @@ class ChatEncoder(ChunkEncoder):
         super().__init__(id=call.id, created=call.created, model=served.model,
                          include_usage=call.include_usage)
         self._logprobs = call.logprobs
+        self._choices = call.request.n
 
     @staticmethod
     def _choice(index: int, delta: dict[str, Any], logprobs: Any = None,
@@ -147,9 +147,10 @@ class ChatEncoder(ChunkEncoder):
                 "finish_reason": finish_reason}
 
     def open(self) -> list[Frame]:
+        """Each choice's first chunk names the role, before any content of any choice."""
         logprobs = {"content": [], "refusal": None} if self._logprobs else None
         delta = {"role": "assistant", "content": "", "refusal": None}
-        return [self.chunk([self._choice(0, delta, logprobs)])]
+        return [self.chunk([self._choice(i, delta, logprobs)]) for i in range(self._choices)]
 
     def on_text(self, delta: TextDelta) -> list[Frame]:
         lp = None
@@ -187,6 +188,7 @@ class OpenAIChat:
             max_tokens=req.max_completion_tokens or req.max_tokens,
             stop=req.stops(),
             logprobs=(req.top_logprobs or 0) if req.logprobs else None,
+            n=req.n,
         )
         return ChatCall(request, req.stream, new_id("chatcmpl-"), now(),
                         req.include_usage(), req.logprobs)

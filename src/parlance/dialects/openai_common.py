@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from parlance.core.errors import InvalidRequest, Overloaded, ParlanceError
+from parlance.core.errors import Overloaded, ParlanceError
 from parlance.core.events import Event, Finish, TextDelta, TopLogprob, Usage
 from parlance.core.request import SamplingParams
 from parlance.dialects.base import DONE, ErrorResponse, Frame
@@ -141,11 +141,6 @@ class SamplingFields(WireModel):
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
-
-    def check_single_choice(self) -> None:
-        if self.n > 1:
-            raise InvalidRequest("n > 1 is not supported yet: this server runs one sequence "
-                                 "per request.", param="n", code="unsupported_value")
 
 
 class ChunkEncoder:

@@ -5,6 +5,7 @@ ids, or a list of such lists. Per-chunk logprobs cover that chunk's tokens;
 `text_offset` counts characters from the start of the prompt, so the first
 generated offset equals the prompt length even without `echo` (as OpenAI does).
 Each choice ends with its own chunk carrying `finish_reason` and empty text.
+With `n` > 1 every prompt gets n choices: choice `index` = prompt * n + k.
 """
 
 from __future__ import annotations
@@ -62,14 +63,18 @@ class CompletionCall(Call):
 
 
 class _Offsets:
-    """Running character offsets per choice, for `text_offset`."""
+    """Running character offsets per choice, for `text_offset` (choice i answers prompt i // n)."""
 
-    def __init__(self, served: Served, echo: bool) -> None:
-        self._next = {i: 0 if echo else len(p.text) for i, p in enumerate(served.prompts)}
+    def __init__(self, served: Served, request: GenerationRequest) -> None:
+        self._start = [0 if request.echo else len(p.text) for p in served.prompts]
+        self._n = request.n
+        self._next: dict[int, int] = {}
 
     def take(self, index: int, tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> list[int]:
         offsets = []
-        position = self._next.get(index, 0)
+        position = self._next.get(index)
+        if position is None:
+            position = self._start[index // self._n] if index // self._n < len(self._start) else 0
         for token in tokens:
             offsets.append(position)
             position += len(token.token)
@@ -96,7 +101,7 @@ class CompletionEncoder(ChunkEncoder):
     def __init__(self, call: CompletionCall, served: Served) -> None:
         super().__init__(id=call.id, created=call.created, model=served.model,
                          include_usage=call.include_usage)
-        self._offsets = _Offsets(served, call.request.echo)
+        self._offsets = _Offsets(served, call.request)
 
     def on_text(self, delta: TextDelta) -> list[Frame]:
         lp = None
@@ -117,7 +122,6 @@ class OpenAICompletions:
 
     def parse(self, body: Any) -> CompletionCall:
         req = parse_body(CompletionRequest, body)
-        req.check_single_choice()
         if req.best_of is not None and req.best_of > 1:
             raise InvalidRequest("best_of > 1 is not supported.", param="best_of",
                                  code="unsupported_value")
@@ -133,6 +137,7 @@ class OpenAICompletions:
             stop=req.stops(),
             logprobs=req.logprobs,
             echo=req.echo,
+            n=req.n,
         )
         return CompletionCall(request, req.stream, new_id("cmpl-"), now(), req.include_usage())
 
@@ -141,7 +146,7 @@ class OpenAICompletions:
 
     def render(self, call: CompletionCall, served: Served,
                completion: Completion) -> dict[str, Any]:
-        offsets = _Offsets(served, call.request.echo)
+        offsets = _Offsets(served, call.request)
         return {
             "id": call.id, "object": "text_completion", "created": call.created,
             "model": served.model,

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from parlance.core.events import Event
 from parlance.core.request import GenerationRequest
+from parlance.engines.metrics import EngineMetrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class Generation(Protocol):
 
 class Engine(Protocol):
     context_length: int
+    metrics: EngineMetrics  # scraped at GET /metrics
 
     async def start(self, request: GenerationRequest) -> Generation: ...
 

@@ -13,10 +13,11 @@ from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from parlance.core.errors import ContextOverflow
+from parlance.core.errors import ContextOverflow, InvalidRequest
 from parlance.core.events import Event, Finish, FinishReason, TextDelta, Usage
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
 from parlance.engines.base import PromptInfo
+from parlance.engines.metrics import EngineMetrics
 
 ScriptItem = Event | float | BaseException
 
@@ -58,12 +59,15 @@ class FakeGeneration:
 
 
 class FakeEngine:
-    def __init__(self, *, context_length: int = 2048, default_reply: str = "Hello there!"):
+    def __init__(self, *, context_length: int = 2048, default_reply: str = "Hello there!",
+                 slots: int = 4):
         self.context_length = context_length
+        self.slots = slots
         self.default_reply = default_reply
         self.scripts: deque[list[ScriptItem]] = deque()
         self.requests: list[GenerationRequest] = []
         self.generations: list[FakeGeneration] = []
+        self.metrics = EngineMetrics()
 
     def enqueue(self, *items: ScriptItem) -> None:
         self.scripts.append(list(items))
@@ -80,6 +84,8 @@ class FakeEngine:
                 param="messages",
                 code="context_length_exceeded",
             )
+        if request.n > self.slots:
+            raise InvalidRequest(f"n is {request.n}; at most {self.slots}.", param="n")
         self.requests.append(request)
         script = self.scripts.popleft() if self.scripts else self._default_script(request, prompts)
         generation = FakeGeneration(script, prompts)
@@ -93,11 +99,12 @@ class FakeEngine:
         pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
         limit = request.max_tokens if request.max_tokens is not None else len(pieces)
         script: list[ScriptItem] = []
-        for index in range(len(prompts)):
+        choices = len(prompts) * request.n
+        for index in range(choices):
             script += [TextDelta(p, index=index) for p in pieces[:limit]]
             reason = FinishReason.LENGTH if limit < len(pieces) else FinishReason.STOP
             script.append(Finish(reason, index=index))
-        completion = min(limit, len(pieces)) * len(prompts)
+        completion = min(limit, len(pieces)) * choices
         script.append(Usage(sum(p.n_tokens for p in prompts), completion, 0.01, 0.02))
         return script
 

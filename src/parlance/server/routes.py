@@ -10,6 +10,7 @@ from parlance.dialects.openai_completions import OpenAICompletions
 from parlance.models.served import ServedModels
 from parlance.server.handler import GenerationHandler, ServerSettings
 from parlance.server.info import InfoEndpoints
+from parlance.server.metrics import MetricsEndpoint
 
 # Each generation endpoint is also reachable without the /v1 prefix, as llama.cpp allows.
 GENERATION: tuple[tuple[str, type[Dialect]], ...] = (
@@ -22,6 +23,7 @@ def build_routes(models: ServedModels, settings: ServerSettings) -> list[Route]:
     info = InfoEndpoints(models, settings)
     routes = [
         Route("/health", info.health, methods=["GET"]),
+        Route("/metrics", MetricsEndpoint(models, settings).scrape, methods=["GET"]),
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
     ]

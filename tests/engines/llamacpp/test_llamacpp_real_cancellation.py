@@ -1,5 +1,5 @@
-"""Cancelling real generations: the worker stops within a token or two, queued jobs
-that were cancelled never run, and the KV cache stays consistent afterwards."""
+"""Cancelling real generations: the scheduler drops a sequence within a step, queued
+jobs that were cancelled never run, and the KV cache stays consistent afterwards."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import time
 import pytest
 
 from parlance.core.events import Finish, TextDelta, Usage
-from parlance.core.request import SamplingParams
 from tests.real_engine import (
     TEXT_PROMPT,
+    cancel_all,
     chat_request,
-    eog_tokens,
+    endless,
+    fill_slots,
+    first_deltas,
+    rest,
     run,
     text_request,
     wait_idle,
@@ -22,39 +25,17 @@ from tests.real_engine import (
 pytestmark = pytest.mark.slow
 
 
-def endless(engine) -> SamplingParams:
-    """Greedy, with every end-of-generation token banned: runs to max_tokens."""
-    return SamplingParams(temperature=0.0,
-                          logit_bias=tuple((t, -100.0) for t in eog_tokens(engine)))
-
-
-async def first_deltas(generation, count: int) -> list:
-    events = []
-    async for event in generation:
-        events.append(event)
-        if sum(isinstance(e, TextDelta) for e in events) >= count:
-            return events
-    raise AssertionError(f"the generation ended after {events!r}")
-
-
-async def rest(generation, timeout: float = 5.0) -> list:
-    async def drain():
-        return [event async for event in generation]
-
-    return await asyncio.wait_for(drain(), timeout)
-
-
 async def test_banning_end_tokens_runs_to_max_tokens(engine):
     result = await run(engine, chat_request("Say hi.", max_tokens=40, sampling=endless(engine)))
     assert result.finish == "length"
     assert result.usage.completion_tokens == 40
 
 
-async def test_cancel_mid_generation_stops_the_worker_promptly(engine):
+async def test_cancel_mid_generation_frees_the_slot_promptly(engine):
     generation = await engine.start(text_request(TEXT_PROMPT, max_tokens=2000,
                                                  sampling=endless(engine)))
     await first_deltas(generation, 3)
-    assert engine._worker.busy
+    assert engine.metrics.slots_in_use == 1
 
     cancelled_at = time.perf_counter()
     generation.cancel()
@@ -76,36 +57,32 @@ async def test_cancel_is_idempotent(engine):
 
 
 async def test_queued_job_cancelled_before_it_runs_never_runs(engine):
-    running = await engine.start(text_request(TEXT_PROMPT, max_tokens=2000,
-                                              sampling=endless(engine)))
-    await first_deltas(running, 2)
+    running = await fill_slots(engine)
     queued = await engine.start(chat_request("Tell me a story.", max_tokens=50))
+    await asyncio.sleep(0.05)
+    assert engine.metrics.requests_waiting == 1
 
     queued.cancel()
-    await asyncio.sleep(0.05)
-    assert engine._worker.busy and not running.job.done.is_set()  # still on the first job
-    assert not queued.job.ran
+    assert await rest(queued) == []  # dropped at once, without a single event
+    assert queued.job.done.is_set() and not queued.job.started
+    assert engine.metrics.requests_waiting == 0
+    assert not any(g.job.done.is_set() for g in running)  # the others go on
 
-    running.cancel()
-    await rest(running)
-    assert await rest(queued) == []  # dropped without a single event
-    assert queued.job.done.is_set()
-    assert not queued.job.ran
-    assert running.job.ran
+    await cancel_all(running)
     await wait_idle(engine, timeout=1.0)
 
 
-async def test_uncancelled_queued_job_runs_after_the_first(engine):
+async def test_queued_job_starts_when_a_slot_frees(engine):
     reference = await run(engine, text_request(TEXT_PROMPT, max_tokens=8))
-    running = await engine.start(text_request(TEXT_PROMPT, max_tokens=2000,
-                                              sampling=endless(engine)))
-    await first_deltas(running, 2)
+    running = await fill_slots(engine)
     queued = await engine.start(text_request(TEXT_PROMPT, max_tokens=8))
-    running.cancel()
+    await asyncio.sleep(0.05)
+    assert not queued.job.started
+    running[0].cancel()
     events = await rest(queued, timeout=30)
-    assert queued.job.ran
+    assert queued.job.started
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == reference.text
-    await rest(running)
+    await cancel_all(running)
 
 
 async def test_generation_after_a_cancel_matches_a_fresh_one(engine):

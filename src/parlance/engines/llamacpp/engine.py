@@ -1,27 +1,44 @@
-"""LlamaCppEngine: prepares requests (template, tokens, checks, sampler) and hands
-them to the worker. Everything that can be refused is refused in `start()`."""
+"""LlamaCppEngine: prepares requests (template, tokens, checks, samplers) and hands
+them to the batching scheduler. Everything that can be refused is refused in
+`start()`, before the server commits to a response."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from parlance.core.errors import ContextOverflow, InvalidRequest
-from parlance.core.request import ChatInput, GenerationRequest, PromptInput, TextInput
+from parlance.core.request import (
+    ChatInput,
+    GenerationRequest,
+    PromptInput,
+    SamplingParams,
+    TextInput,
+)
 from parlance.engines.base import PromptInfo
-from parlance.engines.llamacpp.job import Job, LlamaGeneration, SequenceSpec
+from parlance.engines.llamacpp.job import GroupSpec, Job, LlamaGeneration
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel, ProgressCallback
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.template import ChatTemplate
-from parlance.engines.llamacpp.worker import Worker
+from parlance.engines.llamacpp.scheduler import Scheduler
+from parlance.engines.metrics import EngineMetrics
+
+DEFAULT_MAX_WAITING = 64
 
 
 class LlamaCppEngine:
-    def __init__(self, model: LlamaModel, template: ChatTemplate) -> None:
+    def __init__(self, model: LlamaModel, template: ChatTemplate, *,
+                 max_waiting: int = DEFAULT_MAX_WAITING) -> None:
         self.model = model
         self.template = template
         self.context_length = model.n_ctx
-        self._worker = Worker(model)
+        self.slots = model.settings.parallel
+        self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting)
+
+    @property
+    def metrics(self) -> EngineMetrics:
+        return self.scheduler.metrics
 
     @classmethod
     def load(
@@ -31,6 +48,7 @@ class LlamaCppEngine:
         *,
         chat_template: str | None = None,
         on_progress: ProgressCallback | None = None,
+        max_waiting: int = DEFAULT_MAX_WAITING,
     ) -> LlamaCppEngine:
         model = LlamaModel(path, settings, on_progress)
         template = ChatTemplate(
@@ -38,30 +56,42 @@ class LlamaCppEngine:
             bos_token=model.special_text(model.bos),
             eos_token=model.special_text(model.eos),
         )
-        return cls(model, template)
+        return cls(model, template, max_waiting=max_waiting)
 
     async def start(self, request: GenerationRequest) -> LlamaGeneration:
         self._check_logit_bias(request)
+        if request.n > self.slots:
+            raise InvalidRequest(f"n is {request.n}, but this server decodes at most "
+                                 f"{self.slots} sequences at once (--parallel).", param="n")
         token_lists = [self._tokens(p) for p in request.prompts]
         budgets = [self._budget(tokens, request) for tokens in token_lists]
         prompts = tuple(PromptInfo(self._text(t), len(t)) for t in token_lists)
-        sequences = [
-            SequenceSpec(
-                index=i, tokens=tokens, max_tokens=budget,
-                sampler=SamplerChain(self.model.n_vocab, request.sampling), echo=request.echo,
-            )
-            for i, (tokens, budget) in enumerate(zip(token_lists, budgets, strict=True))
+        scheduler = self.scheduler
+        job = Job(stop=request.stop, logprobs=request.logprobs, echo=request.echo,
+                  outbox=scheduler.outbox, on_cancel=scheduler.wake)
+        n = request.n
+        job.groups = [
+            GroupSpec(job, tokens, budget, tuple(range(p * n, (p + 1) * n)),
+                      [SamplerChain(self.model.n_vocab, _choice_sampling(request.sampling, c))
+                       for c in range(n)])
+            for p, (tokens, budget) in enumerate(zip(token_lists, budgets, strict=True))
         ]
-        job = Job(
-            sequences, stop=request.stop, logprobs=request.logprobs,
-            sampling=request.sampling, loop=asyncio.get_running_loop(),
-        )
-        self._worker.submit(job)
+        try:
+            scheduler.submit(job)
+        except BaseException:
+            for group in job.groups:
+                for sampler in group.samplers:
+                    sampler.free()
+            raise
         return LlamaGeneration(job, prompts)
+
+    async def clear_cache(self) -> None:
+        """Forget every cached prompt prefix (waits until no request is running)."""
+        await asyncio.to_thread(self.scheduler.clear_cache().wait)
 
     async def aclose(self) -> None:
         # Never free the model under a thread that may still be decoding with it.
-        if await asyncio.to_thread(self._worker.close):
+        if await asyncio.to_thread(self.scheduler.close):
             self.model.close()
 
     # -- preparation ------------------------------------------------------------
@@ -121,3 +151,10 @@ class LlamaCppEngine:
     def _text(self, tokens: list[int]) -> str:
         raw = b"".join(self.model.piece(t) for t in tokens)
         return raw.decode("utf-8", errors="replace")
+
+
+def _choice_sampling(sampling: SamplingParams, choice: int) -> SamplingParams:
+    """Choices of one request draw differently even when the client fixed a seed."""
+    if choice == 0 or sampling.seed is None:
+        return sampling
+    return replace(sampling, seed=sampling.seed + choice)

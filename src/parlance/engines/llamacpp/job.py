@@ -1,7 +1,9 @@
-"""A request admitted to the llama.cpp worker, and its bridge back to asyncio.
+"""A request admitted to the llama.cpp engine, and its bridge back to asyncio.
 
-The worker thread calls `emit()`; events land on the request's asyncio queue
-through `call_soon_threadsafe`, one hop per event, no thread pool involved.
+A `Job` is one request; it holds one `GroupSpec` per prompt (legacy
+completions may send several). A group is evaluated once and fans out to its
+`n` choices. The scheduler emits events through the shared `Outbox`, which
+delivers them on the job's event loop.
 """
 
 from __future__ import annotations
@@ -9,71 +11,82 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from parlance.core.events import Event
-from parlance.core.request import SamplingParams
 from parlance.engines.base import PromptInfo
+from parlance.engines.llamacpp.outbox import Outbox
 from parlance.engines.llamacpp.sampler import SamplerChain
 
 _END = object()
 
 
 @dataclass(slots=True)
-class SequenceSpec:
-    """One choice to generate: its prompt tokens, budget and sampler."""
+class GroupSpec:
+    """One prompt and its choices: prefilled once, then copied to one sequence per choice."""
 
-    index: int
+    job: Job
     tokens: list[int]
     max_tokens: int
-    sampler: SamplerChain
-    echo: bool = False
+    indices: tuple[int, ...]  # the choice index of each sequence
+    samplers: list[SamplerChain]
+
+    @property
+    def n(self) -> int:
+        return len(self.indices)
 
 
 class Job:
     def __init__(
         self,
-        sequences: list[SequenceSpec],
         *,
         stop: tuple[str, ...],
         logprobs: int | None,
-        sampling: SamplingParams,
-        loop: asyncio.AbstractEventLoop,
+        echo: bool,
+        outbox: Outbox,
+        on_cancel: Callable[[], None],
     ) -> None:
-        self.sequences = sequences
+        self.groups: list[GroupSpec] = []
+        self.finished_groups: list[list] = []  # the sequences of each finished group
         self.stop = stop
         self.logprobs = logprobs
-        self.sampling = sampling
+        self.echo = echo
         self.created = time.perf_counter()
-        self._cancel = threading.Event()
-        self._loop = loop
+        self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[object] = asyncio.Queue()
-        self.ran = False  # set by the worker when it starts the job
+        self.started = False  # set by the scheduler when a group of it is admitted
         self.done = threading.Event()
+        self._cancel = threading.Event()
+        self._outbox = outbox
+        self._on_cancel = on_cancel
 
     @property
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
     def cancel(self) -> None:
-        self._cancel.set()
+        if not self._cancel.is_set():
+            self._cancel.set()
+            self._on_cancel()
+
+    # -- scheduler thread -------------------------------------------------------
 
     def emit(self, event: Event) -> None:
-        self._post(event)
+        self._outbox.put(self, event)
 
     def close(self) -> None:
-        """Worker side: no more events; frees the samplers."""
-        for seq in self.sequences:
-            seq.sampler.free()
+        """No more events; frees the samplers (on the thread that used them)."""
+        for group in self.groups:
+            for sampler in group.samplers:
+                sampler.free()
         self.done.set()
-        self._post(_END)
+        self._outbox.put(self, _END)
 
-    def _post(self, item: object) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
-        except RuntimeError:  # the event loop is gone (server shutting down)
-            pass
+    # -- event loop ---------------------------------------------------------------
+
+    def receive(self, item: object) -> None:
+        self.queue.put_nowait(item)
 
 
 class LlamaGeneration:

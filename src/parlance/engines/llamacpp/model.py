@@ -2,7 +2,7 @@
 
 Loading reports real progress through llama.cpp's load-progress callback.
 Tokenization only reads the vocabulary, so it is safe from any thread; the
-context itself is used by the engine worker thread alone.
+context itself is used by the scheduler thread alone.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class ContextSettings:
     n_ctx: int = 4096
     n_threads: int = 2
     n_batch: int = 512
+    parallel: int = 4  # sequences decoded together (slots), sharing the n_ctx cells
 
 
 class LlamaModel:
@@ -69,7 +70,8 @@ class LlamaModel:
         params.n_ctx = settings.n_ctx
         params.n_batch = settings.n_batch
         params.n_ubatch = settings.n_batch
-        params.n_seq_max = 1
+        params.n_seq_max = settings.parallel
+        params.kv_unified = True  # one cache for all slots: prefixes can be shared and copied
         params.n_threads = settings.n_threads
         params.n_threads_batch = settings.n_threads
         params.no_perf = True

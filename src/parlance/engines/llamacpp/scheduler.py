@@ -1,0 +1,353 @@
+"""Continuous batching: one thread owns the llama.cpp context and decodes every
+running sequence together, one `llama_decode` per step.
+
+Each step puts in one token for every sequence that is generating, then fills
+the rest of the batch with prompt chunks of admitted groups (chunked prefill,
+first come first served), decodes once, and samples each sequence with its own
+sampler chain from its own output row. A prompt evaluated to its end fans out
+to its `n` choices by copying KV cells, not by evaluating it again.
+
+Admission is FIFO from a bounded wait queue (full → `Overloaded`, i.e. 429
+with Retry-After). A group enters when it has slots for all its choices and
+the cache has room for its prompt beside the running sequences. A cancelled
+request leaves at the next step and its KV cells are freed at once; a finished
+one leaves its tokens cached for the next request sharing their prefix.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from parlance.core.errors import ContextOverflow, EngineFailure, Overloaded, ParlanceError
+from parlance.core.events import Failed, FinishReason, Progress, Usage
+from parlance.engines.llamacpp.batch import DECODED, NO_ROOM, Batch
+from parlance.engines.llamacpp.job import GroupSpec, Job
+from parlance.engines.llamacpp.logprobs import log_softmax_row
+from parlance.engines.llamacpp.model import LlamaModel
+from parlance.engines.llamacpp.outbox import Outbox
+from parlance.engines.llamacpp.sequence import (
+    PendingLogprob,
+    Sequence,
+    emit_echo,
+    logprob_record,
+)
+from parlance.engines.llamacpp.slots import Claim, SlotTable
+from parlance.engines.metrics import EngineMetrics
+
+
+@dataclass(slots=True)
+class RunningGroup:
+    """An admitted group: prefilling its prompt, then generating its choices."""
+
+    spec: GroupSpec
+    claim: Claim
+    admitted_at: float
+    evaluated: int  # prompt tokens in the leader's cache
+    prompt_logprobs: bool
+    records: list[PendingLogprob] = field(default_factory=list)
+    sequences: list[Sequence] = field(default_factory=list)
+
+    @property
+    def job(self) -> Job:
+        return self.spec.job
+
+    @property
+    def prefilling(self) -> bool:
+        return not self.sequences
+
+    def live(self) -> list[Sequence]:
+        return [s for s in self.sequences if not s.finished]
+
+
+@dataclass(slots=True)
+class _Chunk:
+    group: RunningGroup
+    start: int
+    count: int
+    row: int  # batch row of the chunk's first token
+
+
+class Scheduler:
+    def __init__(self, model: LlamaModel, *, slots: int, max_waiting: int) -> None:
+        self.model = model
+        self.slots = SlotTable(model.memory, slots)
+        self.metrics = EngineMetrics(slots_total=slots)
+        self.outbox = Outbox()
+        self._max_waiting = max_waiting
+        self._batch = Batch(model.settings.n_batch)
+        self._waiting: deque[GroupSpec] = deque()
+        self._active: list[RunningGroup] = []
+        self._wake = threading.Condition()
+        self._closing = False
+        self._clear_requests: list[threading.Event] = []
+        self._service_seconds = 1.0  # moving average of a group's time in the engine
+        self._thread = threading.Thread(target=self._run, name="parlance-scheduler", daemon=True)
+        self._thread.start()
+
+    # -- any thread ---------------------------------------------------------------
+
+    def submit(self, job: Job) -> None:
+        with self._wake:
+            if self._closing:
+                raise EngineFailure("The engine is shutting down.")
+            if self._waiting and len(self._waiting) + len(job.groups) > self._max_waiting:
+                self.metrics.requests_rejected += 1
+                raise Overloaded(
+                    f"The server is busy: {len(self._waiting)} requests are waiting for "
+                    f"{len(self.slots.slots)} slots. Retry shortly.",
+                    retry_after=self._retry_after(),
+                )
+            self._waiting.extend(job.groups)
+            self.metrics.requests_waiting = len(self._waiting)
+            self._wake.notify()
+
+    def clear_cache(self) -> threading.Event:
+        """Ask for every cached prefix to be dropped once no request is running; the
+        event is set when done. Cache layout changes the order of float sums in
+        attention, so greedy runs repeat bit for bit only from the same layout."""
+        done = threading.Event()
+        with self._wake:
+            self._clear_requests.append(done)
+            self._wake.notify()
+        return done
+
+    def wake(self) -> None:
+        with self._wake:
+            self._wake.notify()
+
+    def close(self) -> bool:
+        """Cancel everything and stop; True once the thread has ended."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        self._thread.join(timeout=30)
+        return not self._thread.is_alive()
+
+    def _retry_after(self) -> float:
+        rounds = (len(self._waiting) + 1) / max(1, len(self.slots.slots))
+        return float(max(1, math.ceil(self._service_seconds * rounds)))
+
+    # -- scheduler thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while self._next_round():
+                try:
+                    self._step()
+                except Exception as exc:  # every stream must still end by its contract
+                    self._fail_all(exc)
+                self._publish()
+                self.outbox.flush()
+        finally:
+            self._shutdown()
+
+    def _next_round(self) -> bool:
+        """Drop cancelled work, admit what fits; block while there is nothing to do."""
+        with self._wake:
+            while True:
+                if self._closing:
+                    return False
+                self._drop_cancelled()
+                if self._clear_requests and not self._active:
+                    self.slots.clear()
+                    for done in self._clear_requests:
+                        done.set()
+                    self._clear_requests.clear()
+                self._admit()
+                self._publish()
+                self.outbox.flush()
+                if self._active:
+                    return True
+                self._wake.wait()
+
+    def _drop_cancelled(self) -> None:
+        for job in {g.job for g in self._active} | {g.job for g in self._waiting}:
+            if job.cancelled:
+                self._drop_job(job, keep_cache=False)
+
+    def _drop_job(self, job: Job, *, keep_cache: bool) -> None:
+        for group in [g for g in self._active if g.job is job]:
+            self._release(group, keep_cache=keep_cache)
+        self._waiting = deque(g for g in self._waiting if g.job is not job)
+        if not job.done.is_set():
+            job.close()
+
+    def _admit(self) -> None:
+        while self._waiting:
+            spec = self._waiting[0]
+            if spec.n > self.slots.free:
+                return
+            if self._active and self.slots.cells_in_use() + len(spec.tokens) > self.model.n_ctx:
+                return  # wait until running sequences leave room in the cache
+            self._waiting.popleft()
+            prompt_logprobs = spec.job.echo and spec.job.logprobs is not None
+            claim = self.slots.claim(spec.tokens, spec.n, reuse=not prompt_logprobs)
+            if claim.reused:
+                self.metrics.prefix_cache_hits += 1
+                self.metrics.prompt_tokens_cached += claim.reused
+            spec.job.started = True
+            self._active.append(RunningGroup(spec, claim, time.perf_counter(), claim.reused,
+                                             prompt_logprobs))
+
+    def _step(self) -> None:
+        batch = self._batch
+        batch.clear()
+        rows = []
+        for group in self._active:
+            for seq in group.sequences:
+                if seq.pending is not None:
+                    rows.append((seq, batch.add(seq.pending, seq.n_past, seq.slot, output=True)))
+        chunks = []
+        for group in self._active:
+            if not group.prefilling or batch.room == 0:
+                continue
+            tokens, start = group.spec.tokens, group.evaluated
+            count = min(batch.room, len(tokens) - start)
+            chunks.append(_Chunk(group, start, count, batch.size))
+            last = len(tokens) - 1
+            for pos in range(start, start + count):
+                batch.add(tokens[pos], pos, group.claim.leader.id,
+                          output=group.prompt_logprobs or pos == last)
+        if not self._decode():
+            return
+        for seq, row in rows:
+            self._advance(seq, row)
+        for chunk in chunks:
+            self._prefilled(chunk)
+        for group in [g for g in self._active if not g.prefilling and not g.live()]:
+            self._retire(group, keep_cache=True)
+
+    def _decode(self) -> bool:
+        """One `llama_decode`; makes room by evicting cached prefixes, then by cutting
+        the newest request short. False when this step's batch was not decoded."""
+        while (code := self._batch.decode(self.model.ctx)) == NO_ROOM:
+            if not self.slots.evict_one():
+                self._shed_newest()
+                return False
+        if code != DECODED:
+            raise EngineFailure(f"llama_decode failed with status {code}")
+        return True
+
+    def _shed_newest(self) -> None:
+        group = self._active[-1]
+        if group.prefilling:
+            group.job.emit(Failed(ContextOverflow(
+                "The server's context cache is full; the request could not be evaluated.",
+                code="context_length_exceeded")))
+            self._drop_job(group.job, keep_cache=False)
+            return
+        for seq in group.live():
+            seq.finish(FinishReason.LENGTH)
+        self._retire(group, keep_cache=False)
+
+    def _advance(self, seq: Sequence, row: int) -> None:
+        slot = self.slots.slots[seq.slot]
+        slot.tokens.append(seq.pending)  # type: ignore[arg-type]
+        seq.n_past += 1
+        self._sample(seq, row)
+
+    def _sample(self, seq: Sequence, row: int) -> None:
+        before, generated = seq.last_token_at, seq.generated
+        seq.sample(row)
+        metrics = self.metrics
+        metrics.tokens_generated += seq.generated - generated
+        if before is None:
+            metrics.time_to_first_token.observe(seq.first_token_at - seq.job.created)
+        else:
+            metrics.inter_token.observe(seq.last_token_at - before)
+
+    def _prefilled(self, chunk: _Chunk) -> None:
+        group, spec = chunk.group, chunk.group.spec
+        end = chunk.start + chunk.count
+        group.claim.leader.tokens.extend(spec.tokens[chunk.start:end])
+        group.evaluated = end
+        self.metrics.prompt_tokens_evaluated += chunk.count
+        if group.prompt_logprobs:
+            group.records += self._prompt_logprobs(group, chunk)
+        group.job.emit(Progress(end, len(spec.tokens), index=spec.indices[0]))
+        if end == len(spec.tokens):
+            self._start_choices(group, chunk.row + chunk.count - 1)
+
+    def _prompt_logprobs(self, group: RunningGroup, chunk: _Chunk) -> list[PendingLogprob]:
+        model, tokens, job = self.model, group.spec.tokens, group.job
+        records = [] if chunk.start else [PendingLogprob(None, model.piece(tokens[0]))]
+        for i in range(chunk.count - 1 if chunk.start + chunk.count == len(tokens) else
+                       chunk.count):
+            row = log_softmax_row(model.ctx, chunk.row + i, model.n_vocab)
+            records.append(logprob_record(model, row, tokens[chunk.start + i + 1],
+                                          job.logprobs or 0))
+        return records
+
+    def _start_choices(self, group: RunningGroup, row: int) -> None:
+        spec, claim = group.spec, group.claim
+        self.slots.fork(claim.leader, claim.followers)
+        slots = [claim.leader, *claim.followers]
+        group.sequences = [
+            Sequence(self.model, spec.job, index, slot.id, sampler, spec.max_tokens,
+                     n_past=len(spec.tokens))
+            for index, slot, sampler in zip(spec.indices, slots, spec.samplers, strict=True)
+        ]
+        for seq in group.sequences:
+            if spec.job.echo:
+                emit_echo(self.model, spec.job, seq.index, spec.tokens, group.records)
+            if spec.max_tokens == 0:
+                seq.finish(FinishReason.LENGTH)
+            else:
+                self._sample(seq, row)
+
+    def _retire(self, group: RunningGroup, *, keep_cache: bool) -> None:
+        job = group.job
+        self._release(group, keep_cache=keep_cache)
+        alpha = 0.2
+        spent = time.perf_counter() - group.admitted_at
+        self._service_seconds = (1 - alpha) * self._service_seconds + alpha * spent
+        job.finished_groups.append(group.sequences)
+        if len(job.finished_groups) == len(job.groups):
+            job.emit(_usage(job))
+            job.close()
+
+    def _release(self, group: RunningGroup, *, keep_cache: bool) -> None:
+        self._active.remove(group)
+        for slot in [group.claim.leader, *group.claim.followers]:
+            self.slots.release(slot, keep=keep_cache)
+
+    def _fail_all(self, exc: Exception) -> None:
+        error = exc if isinstance(exc, ParlanceError) else EngineFailure(
+            f"The engine failed: {exc}")
+        for job in {g.job for g in self._active}:
+            job.emit(Failed(error))
+            self._drop_job(job, keep_cache=False)
+        self.slots.clear()
+
+    def _publish(self) -> None:
+        metrics = self.metrics
+        metrics.slots_in_use = self.slots.busy
+        metrics.requests_running = len({g.job for g in self._active})
+        metrics.requests_waiting = len(self._waiting)
+
+    def _shutdown(self) -> None:
+        with self._wake:
+            self._closing = True
+            jobs = {g.job for g in self._active} | {g.job for g in self._waiting}
+            for job in jobs:
+                job.cancel()
+                self._drop_job(job, keep_cache=False)
+            self._publish()
+            self.outbox.flush()
+        self._batch.free()
+
+
+def _usage(job: Job) -> Usage:
+    sequences = [s for group in job.finished_groups for s in group]
+    firsts = [s.first_token_at for s in sequences if s.first_token_at is not None]
+    lasts = [s.last_token_at for s in sequences if s.last_token_at is not None]
+    return Usage(
+        prompt_tokens=sum(len(g.tokens) for g in job.groups),
+        completion_tokens=sum(s.generated for s in sequences),
+        first_token_seconds=(min(firsts) - job.created) if firsts else None,
+        decode_seconds=(max(lasts) - min(firsts)) if firsts else None,
+    )

@@ -1,0 +1,129 @@
+"""One choice being generated: sampled tokens → UTF-8-safe text → stop strings →
+events. Knows nothing of batches or slots; the scheduler feeds it tokens.
+
+Stop strings are held back until they can no longer match, a multi-byte
+character is never split across deltas, and logprob records ride with the
+text they belong to (a token that yields no text yet rides with the next one).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from parlance.core.events import Finish, FinishReason, TextDelta, TokenLogprob
+from parlance.engines.llamacpp.job import Job
+from parlance.engines.llamacpp.logprobs import log_softmax_row, top_alternatives
+from parlance.engines.llamacpp.model import LlamaModel
+from parlance.engines.llamacpp.sampler import SamplerChain
+from parlance.engines.text import Piece, StopMatcher, Utf8Stream
+
+
+@dataclass(slots=True)
+class PendingLogprob:
+    """A token's logprob data waiting for its final text (stops may cut it)."""
+
+    logprob: float | None
+    raw: bytes
+    top: tuple = ()
+
+
+def logprob_record(model: LlamaModel, row: np.ndarray, token: int, top_k: int) -> PendingLogprob:
+    def describe(alt: int) -> tuple[str, bytes]:
+        raw = model.piece(alt)
+        return raw.decode("utf-8", errors="replace"), raw
+
+    return PendingLogprob(float(row[token]), model.piece(token),
+                          top_alternatives(row, top_k, describe))
+
+
+@dataclass(slots=True)
+class Emitter:
+    """Merges released pieces into TextDeltas; empty-text tokens ride with the next one."""
+
+    job: Job
+    index: int
+    carry: list[TokenLogprob] = field(default_factory=list)
+
+    def send(self, pieces: list[Piece[PendingLogprob | None]], *, final: bool = False) -> None:
+        text = "".join(p.text for p in pieces)
+        if self.job.logprobs is not None:
+            self.carry += [
+                TokenLogprob(p.text, p.payload.logprob,
+                             tuple(p.text.encode() if p.cut else p.payload.raw), p.payload.top)
+                for p in pieces if p.payload is not None
+            ]
+        if not text and not (final and self.carry):
+            return
+        logprobs = tuple(self.carry) if self.job.logprobs is not None else None
+        self.carry = []
+        self.job.emit(TextDelta(text, index=self.index, logprobs=logprobs))
+
+
+def emit_echo(model: LlamaModel, job: Job, index: int, tokens: list[int],
+              records: list[PendingLogprob]) -> None:
+    """The prompt as the first delta of a choice (legacy completions `echo`)."""
+    utf8 = Utf8Stream()
+    pieces: list[Piece[PendingLogprob | None]] = []
+    for position, token in enumerate(tokens):
+        payload = records[position] if records else None
+        pieces.append(Piece(utf8.push(model.piece(token)), payload))
+    pieces.append(Piece(utf8.flush(), None))
+    Emitter(job, index).send(pieces, final=True)
+
+
+class Sequence:
+    """The state of one choice: where it is in the KV cache and what it has said."""
+
+    __slots__ = ("job", "index", "slot", "sampler", "max_tokens", "n_past", "pending",
+                 "generated", "first_token_at", "last_token_at", "finished",
+                 "_model", "_utf8", "_stops", "_emitter")
+
+    def __init__(self, model: LlamaModel, job: Job, index: int, slot: int,
+                 sampler: SamplerChain, max_tokens: int, n_past: int) -> None:
+        self.job, self.index, self.slot = job, index, slot
+        self.sampler, self.max_tokens = sampler, max_tokens
+        self.n_past = n_past  # tokens of this sequence in the KV cache
+        self.pending: int | None = None  # sampled, not yet decoded
+        self.generated = 0
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
+        self.finished = False
+        self._model = model
+        self._utf8 = Utf8Stream()
+        self._stops = StopMatcher[PendingLogprob | None](job.stop)
+        self._emitter = Emitter(job, index)
+
+    def sample(self, output: int) -> bool:
+        """Sample from batch output row `output`; True while the sequence goes on."""
+        model = self._model
+        token = self.sampler.sample(model.ctx, output)
+        now = time.perf_counter()
+        self.first_token_at = self.first_token_at or now
+        self.last_token_at = now
+        if model.is_eog(token):
+            return self.finish(FinishReason.STOP)
+        self.generated += 1
+        record = None
+        if self.job.logprobs is not None:
+            row = log_softmax_row(model.ctx, output, model.n_vocab)
+            record = logprob_record(model, row, token, self.job.logprobs)
+        self._emitter.send(self._stops.push(self._utf8.push(model.piece(token)), record))
+        if self._stops.stopped:
+            return self.finish(FinishReason.STOP)
+        if self.generated >= self.max_tokens or self.n_past + 1 >= model.n_ctx:
+            return self.finish(FinishReason.LENGTH)
+        self.pending = token
+        return True
+
+    def finish(self, reason: FinishReason) -> bool:
+        """Release held-back text and say why the choice ended; returns False."""
+        if not self._stops.stopped:
+            tail = self._utf8.flush()
+            self._emitter.send(self._stops.push(tail, None) if tail else [])
+            self._emitter.send(self._stops.flush(), final=True)
+        self.job.emit(Finish(reason, index=self.index))
+        self.finished, self.pending = True, None
+        return False

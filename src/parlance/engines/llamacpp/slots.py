@@ -1,0 +1,125 @@
+"""The KV cache seen as slots: one llama.cpp sequence id per slot, and the tokens
+each holds, position by position.
+
+A finished sequence leaves its tokens cached in its (now free) slot. A new
+prompt is placed where the longest prefix of it is already evaluated: in that
+free slot, or, when a running slot holds the prefix (a shared system prompt),
+copied from it with `llama_memory_seq_cp`. Cached slots are the first cells
+given up when the cache runs full.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+from dataclasses import dataclass, field
+
+import llama_cpp
+
+
+@dataclass(slots=True)
+class Slot:
+    id: int
+    tokens: list[int] = field(default_factory=list)  # the KV cache of this sequence id
+    busy: bool = False
+    used_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    leader: Slot
+    followers: list[Slot]
+    reused: int  # prompt tokens already in the leader's cache
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class SlotTable:
+    def __init__(self, memory: ctypes.c_void_p, count: int) -> None:
+        self._memory = memory
+        self.slots = [Slot(i) for i in range(count)]
+        self._clock = itertools.count(1)
+
+    @property
+    def free(self) -> int:
+        return sum(not s.busy for s in self.slots)
+
+    @property
+    def busy(self) -> int:
+        return len(self.slots) - self.free
+
+    def cells_in_use(self) -> int:
+        """KV cells running sequences hold (an upper bound: copies share cells)."""
+        return sum(len(s.tokens) for s in self.slots if s.busy)
+
+    def claim(self, prompt: list[int], n: int, *, reuse: bool) -> Claim:
+        """Take `n` free slots for a prompt; the leader starts with the longest cached prefix."""
+        limit = len(prompt) - 1 if reuse else 0  # always evaluate one token for fresh logits
+        best, common = None, 0
+        for slot in self.slots:
+            if (length := min(common_prefix(slot.tokens, prompt), limit)) > common:
+                best, common = slot, length
+        if best is not None and not best.busy:
+            leader = best
+            self._truncate(leader, common)
+        else:
+            leader = self._victim()
+            self._truncate(leader, 0)
+            if best is not None:
+                llama_cpp.llama_memory_seq_cp(self._memory, best.id, leader.id, 0, common)
+                leader.tokens = prompt[:common]
+        self._take(leader)
+        followers = []
+        for _ in range(n - 1):
+            follower = self._victim()
+            self._truncate(follower, 0)
+            self._take(follower)
+            followers.append(follower)
+        return Claim(leader, followers, common)
+
+    def fork(self, leader: Slot, followers: list[Slot]) -> None:
+        """Share the leader's evaluated prompt with each follower (no recomputation)."""
+        for follower in followers:
+            self._truncate(follower, 0)
+            llama_cpp.llama_memory_seq_cp(self._memory, leader.id, follower.id, 0, -1)
+            follower.tokens = list(leader.tokens)
+
+    def release(self, slot: Slot, *, keep: bool) -> None:
+        """Free a slot; `keep` leaves its tokens cached for a later prefix match."""
+        slot.busy = False
+        slot.used_at = next(self._clock)
+        if not keep:
+            self._truncate(slot, 0)
+
+    def evict_one(self) -> bool:
+        """Drop the least recently used cached prefix of a free slot; False if none is left."""
+        cached = [s for s in self.slots if not s.busy and s.tokens]
+        if not cached:
+            return False
+        self._truncate(min(cached, key=lambda s: s.used_at), 0)
+        return True
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._memory, True)
+        for slot in self.slots:
+            slot.tokens = []
+
+    def _victim(self) -> Slot:
+        free = [s for s in self.slots if not s.busy]
+        return min(free, key=lambda s: (bool(s.tokens), s.used_at))
+
+    def _take(self, slot: Slot) -> None:
+        slot.busy = True
+        slot.used_at = next(self._clock)
+
+    def _truncate(self, slot: Slot, keep: int) -> None:
+        if len(slot.tokens) > keep:
+            llama_cpp.llama_memory_seq_rm(self._memory, slot.id, keep, -1)
+            del slot.tokens[keep:]

@@ -1,0 +1,58 @@
+"""Engine metrics, neutral: counters, gauges and histograms an engine updates and the
+server renders (Prometheus text at `GET /metrics`).
+
+Written by the engine's own thread, read by the server; single int/float
+updates are atomic under the GIL, and a scrape may see a histogram mid-update
+by one observation, which Prometheus tolerates.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+@dataclass(slots=True)
+class Histogram:
+    buckets: tuple[float, ...] = LATENCY_BUCKETS
+    counts: list[int] = field(default_factory=list)  # per bucket, plus +Inf last
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.buckets) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """(upper bound label, cumulative count) pairs, ending with +Inf."""
+        bounds = [repr(b) for b in self.buckets] + ["+Inf"]
+        out, running = [], 0
+        for bound, n in zip(bounds, self.counts, strict=True):
+            running += n
+            out.append((bound, running))
+        return out
+
+
+@dataclass(slots=True)
+class EngineMetrics:
+    slots_total: int = 1
+    slots_in_use: int = 0
+    requests_running: int = 0
+    requests_waiting: int = 0
+    requests_rejected: int = 0
+    tokens_generated: int = 0
+    prompt_tokens_evaluated: int = 0
+    prompt_tokens_cached: int = 0
+    prefix_cache_hits: int = 0
+    time_to_first_token: Histogram = field(default_factory=Histogram)
+    inter_token: Histogram = field(default_factory=Histogram)
+
+    @property
+    def idle(self) -> bool:
+        return not (self.slots_in_use or self.requests_running or self.requests_waiting)

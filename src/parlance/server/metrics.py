@@ -1,0 +1,77 @@
+"""`GET /metrics`: every served engine's metrics in the Prometheus text format (0.0.4)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from parlance.core.errors import ParlanceError
+from parlance.dialects.openai_common import render_error
+from parlance.engines.metrics import EngineMetrics, Histogram
+from parlance.models.served import ServedModels
+from parlance.server.auth import authorize
+from parlance.server.handler import ServerSettings, error_json
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# (name, type, help, attribute of EngineMetrics)
+FAMILIES = (
+    ("requests_running", "gauge", "Requests being decoded now.", "requests_running"),
+    ("requests_waiting", "gauge", "Requests waiting for a slot.", "requests_waiting"),
+    ("slots_in_use", "gauge", "Slots (sequences) in use.", "slots_in_use"),
+    ("slots_total", "gauge", "Slots the engine decodes together.", "slots_total"),
+    ("requests_rejected_total", "counter", "Requests refused with 429: queue full.",
+     "requests_rejected"),
+    ("tokens_generated_total", "counter", "Tokens generated.", "tokens_generated"),
+    ("prompt_tokens_evaluated_total", "counter", "Prompt tokens evaluated.",
+     "prompt_tokens_evaluated"),
+    ("prompt_tokens_cached_total", "counter", "Prompt tokens reused from the KV cache.",
+     "prompt_tokens_cached"),
+    ("prefix_cache_hits_total", "counter", "Prompts that reused a cached prefix.",
+     "prefix_cache_hits"),
+    ("time_to_first_token_seconds", "histogram", "Request start to first token.",
+     "time_to_first_token"),
+    ("inter_token_latency_seconds", "histogram", "Time between consecutive tokens.",
+     "inter_token"),
+)
+
+
+def render_prometheus(by_model: list[tuple[str, EngineMetrics]]) -> str:
+    lines: list[str] = []
+    for name, kind, help_text, attribute in FAMILIES:
+        full = f"parlance_{name}"
+        lines += [f"# HELP {full} {help_text}", f"# TYPE {full} {kind}"]
+        for model, metrics in by_model:
+            label = f'model="{_escape(model)}"'
+            value = getattr(metrics, attribute)
+            if isinstance(value, Histogram):
+                lines += _histogram(full, label, value)
+            else:
+                lines.append(f"{full}{{{label}}} {value}")
+    return "\n".join(lines) + "\n"
+
+
+def _histogram(name: str, label: str, histogram: Histogram) -> list[str]:
+    lines = [f'{name}_bucket{{{label},le="{bound}"}} {count}'
+             for bound, count in histogram.cumulative()]
+    lines.append(f"{name}_sum{{{label}}} {histogram.total}")
+    lines.append(f"{name}_count{{{label}}} {histogram.count}")
+    return lines
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class MetricsEndpoint:
+    def __init__(self, models: ServedModels, settings: ServerSettings) -> None:
+        self.models = models
+        self.settings = settings
+
+    async def scrape(self, request: Request) -> Response:
+        try:
+            authorize(request, self.settings.api_keys)
+        except ParlanceError as exc:
+            return error_json(render_error(exc))
+        text = render_prometheus([(m.spec.id, m.engine.metrics) for m in self.models])
+        return Response(text, media_type=CONTENT_TYPE)
