@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="sequences decoded together (slots sharing the context)")
     serve.add_argument("--queue-size", dest="queue_size", type=int,
                        help="requests that may wait for a slot before 429")
+    serve.add_argument("--kv-unified", dest="kv_unified", action="store_const", const=True,
+                       help="one KV cache of --ctx-size cells shared by all slots, instead of "
+                            "--ctx-size per slot (less memory; results then depend on batching)")
     serve.add_argument("--api-key", dest="api_key", action="append",
                        help="require this API key (repeatable)")
     serve.add_argument("--keepalive-seconds", dest="keepalive_seconds", type=float)
@@ -57,6 +60,7 @@ def _load_engine(config: ServeConfig, registry: dict):
         n_ctx=config.ctx_size or spec.ctx_size or 4096,
         n_threads=config.threads or default_threads(),
         parallel=config.parallel,
+        kv_unified=config.kv_unified,
     )
     progress = Progress(TextColumn("[bold]Loading[/] {task.description}"), BarColumn(),
                         TaskProgressColumn(), console=console, disable=not console.is_terminal)
@@ -79,7 +83,8 @@ def serve(config: ServeConfig, registry: dict) -> int:
     started = time.perf_counter()
     spec, engine, ctx = _load_engine(config, registry)
     console.print(f"[green]Loaded[/] {spec.id} in {time.perf_counter() - started:.2f}s "
-                  f"(context {ctx.n_ctx} shared by {ctx.parallel} slots, {ctx.n_threads} threads)")
+                  f"({ctx.parallel} slots, context {ctx.n_ctx} "
+                  f"{'shared' if ctx.kv_unified else 'each'}, {ctx.n_threads} threads)")
     models = ServedModels([ServedModel(spec, engine, int(time.time()))])
     app = create_app(models, ServerSettings(
         api_keys=config.api_key,

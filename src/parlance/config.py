@@ -29,6 +29,7 @@ class ServeConfig:
     threads: int | None = None
     parallel: int = 4
     queue_size: int = 64
+    kv_unified: bool = False
     api_key: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
     request_timeout: float = 120.0
@@ -43,6 +44,8 @@ def _coerce(field: str, raw: Any) -> Any:
     if field == "api_key":
         items = raw.split(",") if isinstance(raw, str) else list(raw)
         return tuple(k.strip() for k in items if k.strip())
+    if "bool" in str(kind):
+        return raw if isinstance(raw, bool) else str(raw).strip().lower() in ("1", "true", "yes", "on")
     if "int" in str(kind):
         return int(raw)
     if "float" in str(kind):

@@ -25,10 +25,14 @@ ProgressCallback = Callable[[float], None]
 
 @dataclass(frozen=True, slots=True)
 class ContextSettings:
-    n_ctx: int = 4096
+    n_ctx: int = 4096  # the context each sequence may use
     n_threads: int = 2
     n_batch: int = 512
-    parallel: int = 4  # sequences decoded together (slots), sharing the n_ctx cells
+    parallel: int = 4  # sequences decoded together (slots)
+    # False: each slot has its own n_ctx cells (a KV stream per sequence). True: one
+    # cache of n_ctx cells shared by all slots; a sequence's logits then depend on
+    # what it is batched with (see _new_context), so greedy runs are not reproducible.
+    kv_unified: bool = False
 
 
 class LlamaModel:
@@ -46,7 +50,8 @@ class LlamaModel:
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.ctx = self._new_context(settings)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
-        self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
+        self.n_ctx = llama_cpp.llama_n_ctx_seq(self.ctx)  # what one sequence may use
+        self.n_cells = llama_cpp.llama_n_ctx(self.ctx)  # KV cells in all
         self._pieces: dict[int, bytes] = {}
 
     def _load_model(self, path: Path, on_progress: ProgressCallback | None) -> ctypes.c_void_p:
@@ -67,11 +72,17 @@ class LlamaModel:
 
     def _new_context(self, settings: ContextSettings) -> ctypes.c_void_p:
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx = settings.n_ctx
+        params.n_ctx = settings.n_ctx * (1 if settings.kv_unified else settings.parallel)
         params.n_batch = settings.n_batch
         params.n_ubatch = settings.n_batch
         params.n_seq_max = settings.parallel
-        params.kv_unified = True  # one cache for all slots: prefixes can be shared and copied
+        params.kv_unified = settings.kv_unified
+        # With one KV stream per sequence and flash attention, each sequence attends
+        # over its own cells with the same kernel whether it is decoded alone or in
+        # a batch: measured bit-identical logits. A unified cache (or attention
+        # without flash) picks ggml kernels by the batch's total size and
+        # interleaves other sequences' cells, which moved logits by up to 0.86.
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         params.n_threads = settings.n_threads
         params.n_threads_batch = settings.n_threads
         params.no_perf = True

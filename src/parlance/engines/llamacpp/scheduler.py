@@ -74,7 +74,7 @@ class _Chunk:
 class Scheduler:
     def __init__(self, model: LlamaModel, *, slots: int, max_waiting: int) -> None:
         self.model = model
-        self.slots = SlotTable(model.memory, slots)
+        self.slots = SlotTable(model.memory, slots, unified=model.settings.kv_unified)
         self.metrics = EngineMetrics(slots_total=slots)
         self.outbox = Outbox()
         self._max_waiting = max_waiting
@@ -181,8 +181,9 @@ class Scheduler:
             spec = self._waiting[0]
             if spec.n > self.slots.free:
                 return
-            if self._active and self.slots.cells_in_use() + len(spec.tokens) > self.model.n_ctx:
-                return  # wait until running sequences leave room in the cache
+            if (self.model.settings.kv_unified and self._active
+                    and self.slots.cells_in_use() + len(spec.tokens) > self.model.n_cells):
+                return  # wait until running sequences leave room in the shared cache
             self._waiting.popleft()
             prompt_logprobs = spec.job.echo and spec.job.logprobs is not None
             claim = self.slots.claim(spec.tokens, spec.n, reuse=not prompt_logprobs)

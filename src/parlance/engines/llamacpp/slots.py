@@ -4,8 +4,10 @@ each holds, position by position.
 A finished sequence leaves its tokens cached in its (now free) slot. A new
 prompt is placed where the longest prefix of it is already evaluated: in that
 free slot, or, when a running slot holds the prefix (a shared system prompt),
-copied from it with `llama_memory_seq_cp`. Cached slots are the first cells
-given up when the cache runs full.
+copied from it with `llama_memory_seq_cp`. With a KV stream per slot a copy
+moves a whole stream buffer, so it is only worth it for a long prefix; in a
+unified cache it only tags cells. Cached slots are the first cells given up
+when the cache runs full.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import itertools
 from dataclasses import dataclass, field
 
 import llama_cpp
+
+MIN_STREAM_COPY = 64  # shorter shared prefixes are cheaper to evaluate than to copy
 
 
 @dataclass(slots=True)
@@ -42,8 +46,9 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 
 class SlotTable:
-    def __init__(self, memory: ctypes.c_void_p, count: int) -> None:
+    def __init__(self, memory: ctypes.c_void_p, count: int, *, unified: bool) -> None:
         self._memory = memory
+        self._unified = unified
         self.slots = [Slot(i) for i in range(count)]
         self._clock = itertools.count(1)
 
@@ -72,9 +77,11 @@ class SlotTable:
         else:
             leader = self._victim()
             self._truncate(leader, 0)
-            if best is not None:
-                llama_cpp.llama_memory_seq_cp(self._memory, best.id, leader.id, 0, common)
-                leader.tokens = prompt[:common]
+            if best is not None and (self._unified or common >= MIN_STREAM_COPY):
+                self._copy(best, leader)
+                self._truncate(leader, common)
+            else:
+                common = 0
         self._take(leader)
         followers = []
         for _ in range(n - 1):
@@ -88,8 +95,7 @@ class SlotTable:
         """Share the leader's evaluated prompt with each follower (no recomputation)."""
         for follower in followers:
             self._truncate(follower, 0)
-            llama_cpp.llama_memory_seq_cp(self._memory, leader.id, follower.id, 0, -1)
-            follower.tokens = list(leader.tokens)
+            self._copy(leader, follower)
 
     def release(self, slot: Slot, *, keep: bool) -> None:
         """Free a slot; `keep` leaves its tokens cached for a later prefix match."""
@@ -110,6 +116,12 @@ class SlotTable:
         llama_cpp.llama_memory_clear(self._memory, True)
         for slot in self.slots:
             slot.tokens = []
+
+    def _copy(self, source: Slot, target: Slot) -> None:
+        """Target (emptied first) gets all of source's cells: across KV streams
+        llama.cpp only copies whole sequences."""
+        llama_cpp.llama_memory_seq_cp(self._memory, source.id, target.id, -1, -1)
+        target.tokens = list(source.tokens)
 
     def _victim(self) -> Slot:
         free = [s for s in self.slots if not s.busy]
