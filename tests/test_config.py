@@ -92,3 +92,12 @@ async def test_preset_sampling_fills_only_unset_fields(config_file):
     defaulted, explicit = (r.sampling for r in engine.requests)
     assert (defaulted.temperature, defaulted.top_k) == (0.7, 5)
     assert (explicit.temperature, explicit.top_k) == (0, 5)
+
+
+def test_batching_settings_from_flags_env_and_file(tmp_path):
+    config = tmp_path / "parlance.toml"
+    config.write_text("[serve]\nparallel = 8\nkv_unified = true\n")
+    resolved, _ = resolve_config({"queue_size": 3}, {"PARLANCE_PARALLEL": "2"}, config)
+    assert (resolved.parallel, resolved.queue_size, resolved.kv_unified) == (2, 3, True)
+    resolved, _ = resolve_config({}, {"PARLANCE_KV_UNIFIED": "0"}, config)
+    assert resolved.kv_unified is False

@@ -160,3 +160,31 @@ async def test_several_prompts_with_n_index_choices_prompt_major(engine):
     assert texts[0] == texts[1] and texts[2] == texts[3]  # greedy: a prompt's choices agree
     assert texts[0] == (await fresh_run(engine, text_request("One", max_tokens=4))).text
     assert texts[2] == (await fresh_run(engine, text_request("Two", max_tokens=4))).text
+
+
+async def test_a_long_prompt_is_evaluated_in_small_chunks_beside_a_running_stream(engine):
+    from parlance.engines.llamacpp.scheduler import PREFILL_WHILE_DECODING
+
+    running = await engine.start(text_request(TEXT_PROMPT, max_tokens=400,
+                                              sampling=endless(engine)))
+    await first_deltas(running, 1)
+    order: list[object] = []  # the running stream's deltas and the long prompt's progress
+
+    async def keep_reading() -> None:
+        async for event in running:
+            order.append("token")
+
+    reader = asyncio.create_task(keep_reading())
+    long_prompt = " ".join(f"Item {i} is {PROMPTS[i % 8].lower()}" for i in range(60))
+    long = await engine.start(text_request(long_prompt, max_tokens=1))
+    async for event in long:
+        if isinstance(event, Progress):
+            order.append(event.done)
+    running.cancel()
+    await reader
+
+    done = [x for x in order if isinstance(x, int)]
+    assert done[-1] == long.prompts[0].n_tokens > 4 * PREFILL_WHILE_DECODING
+    assert all(b - a <= PREFILL_WHILE_DECODING for a, b in zip(done, done[1:]))
+    between = order[order.index(done[0]):order.index(done[-1])]
+    assert between.count("token") >= len(done) - 1  # the stream went on at every chunk
