@@ -62,7 +62,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
-import llama_cpp
+
+# The same OpenMP spin as `parlance serve` (parlance/engines/llamacpp/__init__.py).
+os.environ.setdefault("GOMP_SPINCOUNT", "30000000")
+import llama_cpp  # noqa: E402
 from rich.console import Console
 from rich.table import Table
 
@@ -116,6 +119,7 @@ class RawLlama:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = N_CTX, N_BATCH, N_BATCH
         params.n_seq_max = 1
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED  # as parlance's context
         params.n_threads = params.n_threads_batch = THREADS
         params.no_perf = True
         self.ctx = llama_cpp.llama_init_from_model(self.model, params)

@@ -96,7 +96,7 @@ async def test_more_choices_than_slots_is_a_400(server):
 
 async def test_full_wait_queue_is_a_429_with_retry_after(llama, monkeypatch):
     busy = await fill_slots(llama)
-    monkeypatch.setattr(llama.scheduler, "_max_waiting", 1)
+    monkeypatch.setattr(llama.scheduler, "max_waiting", 1)
     waiting = await llama.start(chat_request("Tell me a story.", max_tokens=4))
     try:
         async with asgi_client(make_app(llama)) as http:

@@ -82,7 +82,7 @@ class Scheduler:
         self.slots = SlotTable(model.memory, slots, unified=model.settings.kv_unified)
         self.metrics = EngineMetrics(slots_total=slots)
         self.outbox = Outbox()
-        self._max_waiting = max_waiting
+        self.max_waiting = max_waiting
         self._batch = Batch(model.settings.n_batch)
         self._waiting: deque[GroupSpec] = deque()
         self._active: list[RunningGroup] = []
@@ -99,7 +99,7 @@ class Scheduler:
         with self._wake:
             if self._closing:
                 raise EngineFailure("The engine is shutting down.")
-            if self._waiting and len(self._waiting) + len(job.groups) > self._max_waiting:
+            if self._waiting and len(self._waiting) + len(job.groups) > self.max_waiting:
                 self.metrics.requests_rejected += 1
                 raise Overloaded(
                     f"The server is busy: {len(self._waiting)} requests are waiting for "
@@ -112,8 +112,9 @@ class Scheduler:
 
     def clear_cache(self) -> threading.Event:
         """Ask for every cached prefix to be dropped once no request is running; the
-        event is set when done. Cache layout changes the order of float sums in
-        attention, so greedy runs repeat bit for bit only from the same layout."""
+        event is set when done. Where cached cells lie can change ggml's attention
+        kernel and its order of float sums, so a greedy run repeats bit for bit only
+        from the same cache state (tests start from an empty one)."""
         done = threading.Event()
         with self._wake:
             self._clear_requests.append(done)
