@@ -18,9 +18,11 @@ Every server gets the default model, 2 threads, and the same load: for each
 concurrency level (1, 2, 4, 8, 16), that many chat completions are started at
 once with distinct prompts, greedy, `max_tokens` new tokens with every
 end-of-generation token banned by `logit_bias` (so every stream produces
-exactly `max_tokens` tokens). Only one side runs at a time; the machine has 2
-cores. The client only timestamps raw reads while streaming and parses
-afterwards.
+exactly `max_tokens` tokens). All servers are started first and wait idle;
+only one side runs at a time (the machine has 2 cores), and rounds interleave
+the sides so that drift on a shared machine hits them alike (`--runs`, the
+median run is kept). The client (bench/light_client.py) only timestamps raw
+reads while streaming and parses afterwards.
 
 Reported per side and level: aggregate tok/s (all tokens / first request sent
 → last token), TTFT p50/p95 (request sent → first content), per-stream decode
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -462,43 +465,55 @@ def main() -> int:
     console.print(f"model {model_path.name}; {THREADS} threads; {SLOTS} slots of "
                   f"{CTX_PER_SLOT} tokens; {args.tokens} new tokens per stream; levels {levels}")
 
-    results: dict[str, dict[int, Level]] = {}
     skipped: dict[str, str] = {}
     reuse: dict[str, tuple[float, float]] = {}
     raw = RawBatchedLoop(model_path, SLOTS)
     banned = banned_tokens(raw.model)
-    if "raw" in sides:
-        results["raw"] = {}
-        for n in levels:
-            raw.run(prompts(n), 8, banned)  # warm-up
-            results["raw"][n] = best([raw.run(prompts(n), args.tokens, banned)
-                                      for _ in range(args.runs)])
-            console.print(f"raw {n}: {fmt(results['raw'][n].aggregate)} tok/s")
-    raw.close()
-
     commands = {"parlance": parlance_command, "llama-server": llama_server_command,
                 "stock": stock_command}
-    for name in [s for s in sides if s in commands]:
-        try:
-            command = commands[name](free_port(), model_path)
-            port = int(command[command.index("--port") + 1])
-            with Server(name, command, port) as server:
-                results[name] = {}
-                load(server.base, prompts(2), 4, banned)  # warm-up
-                for n in levels:
+    measure: dict[str, object] = {}
+    bases: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        if "raw" in sides:
+            stack.callback(raw.close)
+            measure["raw"] = lambda n, tokens: raw.run(prompts(n), tokens, banned)
+        else:
+            raw.close()
+        for name in [s for s in sides if s in commands]:  # all up at once, idle until used
+            try:
+                command = commands[name](free_port(), model_path)
+                port = int(command[command.index("--port") + 1])
+                bases[name] = stack.enter_context(Server(name, command, port)).base
+                measure[name] = (lambda base: lambda n, tokens: load(base, prompts(n), tokens,
+                                                                     banned))(bases[name])
+            except PeerUnavailable as exc:
+                skipped[name] = str(exc)
+        samples: dict[str, dict[int, list[Level]]] = {name: {} for name in measure}
+        for name, run in measure.items():
+            run(2, 4)  # warm-up
+        # Rounds interleave the sides, so drift on a shared machine hits them alike.
+        for round_ in range(args.runs):
+            for n in levels:
+                for name, run in list(measure.items()):
                     if name == "stock" and n > args.stock_max:
                         continue
                     time.sleep(SETTLE_SECONDS)
-                    runs = [load(server.base, prompts(n), args.tokens, banned)
-                            for _ in range(args.runs)]
-                    results[name][n] = best(runs)
-                    console.print(f"{name} {n}: {fmt(results[name][n].aggregate)} tok/s, "
-                                  f"TTFT p50 {fmt(results[name][n].ttft(0.5), ' ms', 1000, 0)}")
-                if name in ("parlance", "llama-server"):
-                    time.sleep(SETTLE_SECONDS)
-                    reuse[name] = asyncio.run(prefix_reuse(server.base, str(time.time_ns())))
-        except (PeerUnavailable, httpx.HTTPError, RuntimeError) as exc:
-            skipped[name] = f"{type(exc).__name__}: {exc}"
+                    try:
+                        level = run(n, args.tokens)
+                    except (httpx.HTTPError, RuntimeError, OSError) as exc:
+                        skipped[name] = f"{type(exc).__name__}: {exc}"
+                        del measure[name]
+                        samples.pop(name)
+                        continue
+                    samples[name].setdefault(n, []).append(level)
+                    console.print(f"round {round_ + 1}: {name} {n}: {fmt(level.aggregate)} tok/s, "
+                                  f"TTFT p50 {fmt(level.ttft(0.5), ' ms', 1000, 0)}")
+        for name in ("parlance", "llama-server"):
+            if name in measure:
+                time.sleep(SETTLE_SECONDS)
+                reuse[name] = asyncio.run(prefix_reuse(bases[name], str(time.time_ns())))
+    results = {name: {n: best(levels_) for n, levels_ in by_level.items()}
+               for name, by_level in samples.items()}
     report(results, skipped, reuse, args.plot)
     return 0
 
