@@ -361,8 +361,8 @@ def best(levels: list[Level]) -> Level:
     return ranked[len(ranked) // 2]
 
 
-def report(results: dict[str, dict[int, Level]], skipped: dict[str, str],
-           reuse: dict[str, tuple[float, float]], plot: Path) -> None:
+def report(results: dict[str, dict[int, Level]], samples: dict[str, dict[int, list[Level]]],
+           skipped: dict[str, str], reuse: dict[str, tuple[float, float]], plot: Path) -> None:
     levels = sorted({n for side in results.values() for n in side})
     table = Table(title="concurrent streaming, SmolLM2-135M-Instruct Q4_1, 2 threads")
     for column in ("side", "streams", "aggregate tok/s", "TTFT p50", "TTFT p95",
@@ -402,6 +402,14 @@ def report(results: dict[str, dict[int, Level]], skipped: dict[str, str],
         ("1 stream: parlance / raw loop decode tok/s", ratio(rate("parlance", 1),
                                                             rate("raw", 1)), 0.97),
     ]
+    # Each round runs the sides back to back, so a round's ratio cancels slow drift.
+    rounds = list(zip(samples.get("parlance", {}).get(8, []),
+                      samples.get("llama-server", {}).get(8, [])))
+    if len(rounds) > 1:
+        per_round = [ratio(p.aggregate, q.aggregate) or 0.0 for p, q in rounds]
+        checks.append(("8 streams: parlance / llama-server aggregate, median of rounds "
+                       f"({', '.join(f'{r:.2f}' for r in per_round)})",
+                       statistics.median(per_round), 1.05))
     for name, (cold, warm) in reuse.items():
         checks.append((f"prefix reuse ({name}): cold TTFT / next-turn TTFT "
                        f"({cold * 1000:.0f} ms / {warm * 1000:.0f} ms)", ratio(cold, warm), 5.0))
@@ -422,12 +430,14 @@ def draw(results: dict[str, dict[int, Level]], path: Path) -> None:
         console.print("[yellow]no plot[/]: matplotlib is not installed (make bench installs it)")
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colours = {"raw": "tab:gray", "parlance": "tab:blue", "llama-server": "tab:orange",
+               "stock": "tab:red"}
     for name, side in results.items():
         levels = sorted(side)
-        left.plot(levels, [side[n].aggregate or 0 for n in levels], marker="o", label=name)
+        style = {"marker": "o", "label": name, "color": colours.get(name)}
+        left.plot(levels, [side[n].aggregate or 0 for n in levels], **style)
         if name != "raw":
-            right.plot(levels, [(side[n].ttft(0.5) or 0) * 1000 for n in levels], marker="o",
-                       label=name)
+            right.plot(levels, [(side[n].ttft(0.5) or 0) * 1000 for n in levels], **style)
     left.set(xlabel="concurrent streams", ylabel="aggregate tokens/s", xscale="log", title="throughput")
     right.set(xlabel="concurrent streams", ylabel="TTFT p50 (ms)", xscale="log", yscale="log",
               title="time to first token")
@@ -514,7 +524,7 @@ def main() -> int:
                 reuse[name] = asyncio.run(prefix_reuse(bases[name], str(time.time_ns())))
     results = {name: {n: best(levels_) for n, levels_ in by_level.items()}
                for name, by_level in samples.items()}
-    report(results, skipped, reuse, args.plot)
+    report(results, samples, skipped, reuse, args.plot)
     return 0
 
 
