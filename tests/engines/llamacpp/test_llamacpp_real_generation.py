@@ -350,3 +350,26 @@ async def test_logprob_bytes_of_a_token_cut_by_a_stop(engine):
     assert stopped.text == free.text[:at]
     assert "".join(t.token for t in stopped.logprobs) == stopped.text
     assert b"".join(bytes(t.bytes) for t in stopped.logprobs) == stopped.text.encode()
+
+
+async def test_greedy_fast_path_picks_what_llama_cpp_greedy_picks(engine):
+    """The argmax fast path against llama.cpp's own greedy chain, on real logits."""
+    import llama_cpp
+
+    from parlance.engines.llamacpp.sampler import SamplerChain, _samplers
+
+    await run(engine, text_request(TEXT_PROMPT, max_tokens=2))  # leaves logits in the context
+    model = engine.model
+    top = SamplerChain(model.n_vocab, SamplingParams(temperature=0.0)).sample(model.ctx, -1)
+    # plain; the top token banned (the runner-up must win); a far token lifted to the top
+    for bias in ((), ((top, -100.0),), ((50, 40.0), (7, 5.0))):
+        params = SamplingParams(temperature=0.0, logit_bias=bias)
+        fast = SamplerChain(model.n_vocab, params)
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        for sampler in _samplers(model.n_vocab, params):
+            llama_cpp.llama_sampler_chain_add(chain, sampler)
+        try:
+            assert fast.ptr is None  # no llama.cpp chain behind the fast path
+            assert fast.sample(model.ctx, -1) == llama_cpp.llama_sampler_sample(chain, model.ctx, -1)
+        finally:
+            llama_cpp.llama_sampler_free(chain)
