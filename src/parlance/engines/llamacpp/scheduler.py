@@ -107,7 +107,7 @@ class Scheduler:
                     retry_after=self._retry_after(),
                 )
             self._waiting.extend(job.groups)
-            self.metrics.requests_waiting = len(self._waiting)
+            self.metrics.requests_waiting = len({g.job for g in self._waiting})
             self._wake.notify()
 
     def clear_cache(self) -> threading.Event:
@@ -336,7 +336,7 @@ class Scheduler:
         metrics = self.metrics
         metrics.slots_in_use = self.slots.busy
         metrics.requests_running = len({g.job for g in self._active})
-        metrics.requests_waiting = len(self._waiting)
+        metrics.requests_waiting = len({g.job for g in self._waiting})
 
     def _shutdown(self) -> None:
         with self._wake:
