@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/concurrent_streams.py
 	$(BIN)/python bench/single_stream.py
+	$(BIN)/python bench/engine_choices.py
 
 clean:
 	rm -rf $(VENV)

@@ -40,29 +40,23 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-# The same OpenMP spin as `parlance serve` (see parlance/engines/llamacpp/__init__.py):
-# the raw floor gets every advantage the engine has.
-os.environ.setdefault("GOMP_SPINCOUNT", "30000000")
-import llama_cpp  # noqa: E402
+import llama_cpp
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
 from light_client import post_streams, sse_events  # noqa: E402
 from peers import PeerUnavailable, llama_server_binary, stock_server_command  # noqa: E402
+from servers import Server, free_port  # noqa: E402
 
 from parlance.core.messages import Message  # noqa: E402
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel  # noqa: E402
@@ -152,7 +146,7 @@ class RawBatchedLoop:
                                    add_special=False, parse_special=True)
 
     def run(self, texts: list[str], max_tokens: int, banned: list[int]) -> Level:
-        m, batch = self.model, self.batch
+        m = self.model
         llama_cpp.llama_memory_clear(m.memory, True)
         samplers = []
         for _ in texts:
@@ -220,58 +214,6 @@ class RawBatchedLoop:
 
 
 # -- servers -----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class Server:
-    name: str
-    command: list[str]
-    port: int
-    proc: subprocess.Popen | None = None
-    log: object = None
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> Server:
-        self.log = tempfile.NamedTemporaryFile(prefix=f"bench-{self.name}-", suffix=".log")
-        self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise PeerUnavailable(f"{self.name} exited with {self.proc.returncode}: "
-                                      + Path(self.log.name).read_text(errors="replace")[-800:])
-            try:
-                if httpx.get(f"{self.base}/health", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            try:  # the stock server has no /health
-                if httpx.get(f"{self.base}/v1/models", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise PeerUnavailable(f"{self.name} did not come up within 300 s")
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        if self.log:
-            self.log.close()
 
 
 def parlance_command(port: int, model: Path) -> list[str]:

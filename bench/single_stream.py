@@ -50,28 +50,26 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 
-# The same OpenMP spin as `parlance serve` (parlance/engines/llamacpp/__init__.py).
-os.environ.setdefault("GOMP_SPINCOUNT", "30000000")
-import llama_cpp  # noqa: E402
+import llama_cpp
 from rich.console import Console
 from rich.table import Table
 
 from parlance.core.messages import Message
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.models.registry import DEFAULT_MODEL, builtin_registry
+
+sys.path.insert(0, str(Path(__file__).parent))
+from servers import Server, free_port  # noqa: E402
 
 PROMPT = "Write a long story about a dragon who learns to cook."
 THREADS = 2
@@ -198,45 +196,10 @@ class RawLlama:
 # -- parlance server ----------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
-    exe = Path(sys.executable).with_name("parlance")
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "parlance.cli"]
-    command += ["serve", "--model", DEFAULT_MODEL, "--ctx-size", str(N_CTX),
-                "--threads", str(THREADS), "--host", "127.0.0.1", "--port", str(port)]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_healthy(proc: subprocess.Popen[bytes], base: str, log_path: Path,
-                 timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"parlance exited with {proc.returncode}:\n"
-                               f"{log_path.read_text(errors='replace')}")
-        try:
-            if httpx.get(f"{base}/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"parlance did not become healthy within {timeout:.0f}s")
-
-
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def parlance_server(port: int) -> Server:
+    command = [sys.executable, "-m", "parlance", "serve", "--model", DEFAULT_MODEL,
+               "--ctx-size", str(N_CTX), "--threads", str(THREADS), "--port", str(port)]
+    return Server("parlance", command, port)
 
 
 def reset_prefix_cache(client: httpx.Client, base: str, token: int) -> None:
@@ -454,12 +417,9 @@ def main() -> int:
     tokens = raw.chat_tokens(PROMPT)
     buster = next(t for t in raw.tokenize("0", add_special=False, parse_special=False)
                   if t != tokens[0])
-    port = args.port or free_port()
-    base = f"http://127.0.0.1:{port}"
-    with tempfile.NamedTemporaryFile(prefix="parlance-bench-", suffix=".log") as log:
-        proc = start_server(port, log)
+    with parlance_server(args.port or free_port()) as server:
         try:
-            wait_healthy(proc, base, Path(log.name))
+            base = server.base
             with httpx.Client(timeout=httpx.Timeout(300.0)) as client:
 
                 def server_run() -> Measurement:
@@ -467,11 +427,10 @@ def main() -> int:
                     time.sleep(SETTLE_SECONDS)
                     return stream_chat(client, base, args.tokens)
 
-                meter = CpuMeter([os.getpid(), proc.pid])
+                meter = CpuMeter([os.getpid(), server.proc.pid])
                 raws, servers = alternate(lambda: raw.generate(tokens, args.tokens),
                                           server_run, args.runs, meter)
         finally:
-            stop_server(proc)
             raw.close()
     report(raws, servers)
     return 0

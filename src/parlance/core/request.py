@@ -48,8 +48,9 @@ PromptInput = ChatInput | TextInput
 class GenerationRequest:
     """What to generate. `prompts` holds one entry per choice group.
 
-    Chat requests have exactly one prompt; legacy completions may send several,
-    each becoming its own choice `index`.
+    Chat requests have exactly one prompt; legacy completions may send several.
+    Each prompt gets `n` choices; engines number them prompt-major, so choice
+    `index` = prompt * n + k, the order every dialect reports them in.
     """
 
     model: str

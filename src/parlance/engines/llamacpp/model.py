@@ -79,9 +79,9 @@ class LlamaModel:
         params.kv_unified = settings.kv_unified
         # With one KV stream per sequence and flash attention, each sequence attends
         # over its own cells with the same kernel whether it is decoded alone or in
-        # a batch: measured bit-identical logits. A unified cache (or attention
-        # without flash) picks ggml kernels by the batch's total size and
-        # interleaves other sequences' cells, which moved logits by up to 0.86.
+        # a batch: bit-identical logits. A unified cache picks ggml kernels by the
+        # batch's total size and interleaves other sequences' cells
+        # (bench/engine_choices.py: a logit moved by 0.86 beside another prompt).
         params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         params.n_threads = settings.n_threads
         params.n_threads_batch = settings.n_threads

@@ -22,8 +22,8 @@ class SamplerChain:
 
     Greedy decoding without penalties keeps no state, so it skips the chain: an
     argmax over the logits row (plus any logit bias) picks the same token as
-    llama.cpp's greedy sampler, first index on ties, in ~7 µs instead of ~95 µs
-    for building and walking a 49k-candidate array per token.
+    llama.cpp's greedy sampler, first index on ties, without building a candidate
+    array of the whole vocabulary (bench/engine_choices.py: 22 µs vs 60 µs a token).
     """
 
     def __init__(self, n_vocab: int, params: SamplingParams) -> None:
