@@ -18,6 +18,10 @@ from tests.sse import sse_data
 from tests.transcripts import assert_transcript
 
 CHAT = "/v1/chat/completions"
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
 HELLO = {"model": "fake-model", "messages": [{"role": "user", "content": "Hello!"}]}
 
 
@@ -79,7 +83,8 @@ async def test_chat_non_stream_matches_seed_004_shape(client, fake_engine):
     assert body["choices"] == [{"index": 0, "message": {"role": "assistant", "content": "Hello!",
                                                         "refusal": None},
                                 "logprobs": None, "finish_reason": "stop"}]
-    assert body["usage"] == {"prompt_tokens": 6, "completion_tokens": 2, "total_tokens": 8}
+    assert body["usage"] == {"prompt_tokens": 6, "completion_tokens": 2, "total_tokens": 8,
+                             "completion_tokens_details": {"reasoning_tokens": 0}}
 
 
 async def test_chat_stream_and_non_stream_agree(client, fake_engine):
@@ -146,9 +151,31 @@ async def test_chat_request_maps_to_core_request(client, fake_engine):
     ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
      "messages[0].content[0]"),
-    ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, "tools"),
+    ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]},
+     "tools[0].function"),
+    ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom"}]},
+     "tools[0].type"),
     ({"messages": [{"role": "user", "content": "x"}],
-      "response_format": {"type": "json_object"}}, "response_format"),
+      "tools": [{"type": "function", "function": {"name": "no spaces"}}]},
+     "tools[0].function.name"),
+    ({"messages": [{"role": "user", "content": "x"}], "tools": [WEATHER, WEATHER]},
+     "tools[1].function.name"),
+    ({"messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "strin"}}}]},
+     "tools[0].function.parameters"),
+    ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, "tool_choice"),
+    ({"messages": [{"role": "user", "content": "x"}], "tools": [WEATHER],
+      "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+    ({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema"}}, "response_format.json_schema"),
+    ({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema", "json_schema": {
+          "name": "x", "schema": {"type": "object", "required": 3}}}},
+     "response_format.json_schema.schema"),
+    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}},
+     "response_format.type"),
+    ({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "extreme"},
+     "reasoning_effort"),
     ({"messages": "hi"}, "messages"),
 ])
 async def test_chat_invalid_requests_are_400_naming_the_param(client, body, param):

@@ -108,6 +108,7 @@ class Usage:
     completion_tokens: int
     first_token_seconds: float | None = None
     decode_seconds: float | None = None
+    reasoning_tokens: int = 0  # of completion_tokens, those spent inside reasoning
 
     @property
     def total_tokens(self) -> int:

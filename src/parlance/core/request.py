@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from parlance.core.messages import Message
+from parlance.core.tools import ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,21 @@ class GenerationRequest:
     echo: bool = False
     n: int = 1
     sampling_set: frozenset[str] = frozenset()  # sampling fields the client set explicitly
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    parallel_tool_calls: bool = True
+    response_format: ResponseFormat | None = None
+    reasoning: ReasoningRequest | None = None  # None: the model's default
+
+    @property
+    def callable_tools(self) -> tuple[ToolSpec, ...]:
+        """The tools the model may call under `tool_choice`."""
+        choice = self.tool_choice
+        if choice.mode == "none":
+            return ()
+        if choice.mode == "named":
+            return tuple(t for t in self.tools if t.name == choice.name)
+        return self.tools
 
 
 def with_sampling_defaults(

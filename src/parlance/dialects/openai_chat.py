@@ -17,7 +17,15 @@ from pydantic import Field, model_validator
 
 from parlance.core.accumulate import ChoiceResult, Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
-from parlance.core.events import Finish, TextDelta, TokenLogprob
+from parlance.core.events import (
+    Event,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    TokenLogprob,
+    ToolCallArgs,
+    ToolCallStart,
+)
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.dialects.base import Call, ErrorResponse, Frame, Served
@@ -30,6 +38,8 @@ from parlance.dialects.openai_common import (
     token_spelling,
     usage_object,
 )
+from parlance.dialects import openai_tools
+from parlance.dialects.openai_tools import ChatTool, EffortIn, ResponseFormatIn, ToolChoiceIn
 from parlance.dialects.wire import WireModel, parse_body
 
 
@@ -63,9 +73,11 @@ class ChatRequest(SamplingFields):
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
     logprobs: bool = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    response_format: dict[str, Any] | None = None
+    tools: list[ChatTool] | None = None
+    tool_choice: ToolChoiceIn | None = None
+    parallel_tool_calls: bool = True
+    response_format: ResponseFormatIn | None = None
+    reasoning_effort: EffortIn | None = None
 
     @model_validator(mode="after")
     def _top_logprobs_need_logprobs(self) -> ChatRequest:
@@ -97,16 +109,6 @@ def _message(m: MessageIn, i: int) -> Message:
     return Message(m.role, _text_of(m.content, f"messages[{i}]"), m.name, calls, m.tool_call_id)
 
 
-def _reject_unsupported(req: ChatRequest) -> None:
-    if req.tools and req.tool_choice != "none":
-        raise InvalidRequest("Tool calling is not supported by this server yet.",
-                             param="tools", code="unsupported_parameter")
-    kind = (req.response_format or {}).get("type", "text")
-    if kind != "text":
-        raise InvalidRequest(f"response_format type '{kind}' is not supported yet.",
-                             param="response_format", code="unsupported_value")
-
-
 @dataclass(frozen=True, slots=True)
 class ChatCall(Call):
     id: str
@@ -133,6 +135,7 @@ def logprob_content(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> li
 class ChatEncoder(ChunkEncoder):
     object_type = "chat.completion.chunk"
     envelope_extra = {"usage": None}  # seed 004: every chunk but the last says usage: null
+    reasoning_usage = True
 
     def __init__(self, call: ChatCall, served: Served) -> None:
         super().__init__(id=call.id, created=call.created, model=served.model,
@@ -161,14 +164,37 @@ class ChatEncoder(ChunkEncoder):
     def on_finish(self, finish: Finish) -> list[Frame]:
         return [self.chunk([self._choice(finish.index, {}, None, finish.reason.value)])]
 
+    def on_other(self, event: Event) -> list[Frame]:
+        match event:
+            case ReasoningDelta(text=text, index=index) if text:
+                return [self.chunk([self._choice(index, {"reasoning_content": text})])]
+            case ToolCallStart(call_id=call_id, name=name, index=index, call_index=call):
+                call_delta = {"index": call, "id": call_id, "type": "function",
+                              "function": {"name": name, "arguments": ""}}
+                return [self.chunk([self._choice(index, {"tool_calls": [call_delta]})])]
+            case ToolCallArgs(fragment=fragment, index=index, call_index=call) if fragment:
+                call_delta = {"index": call, "function": {"arguments": fragment}}
+                return [self.chunk([self._choice(index, {"tool_calls": [call_delta]})])]
+        return []
+
 
 def _render_choice(choice: ChoiceResult, with_logprobs: bool) -> dict[str, Any]:
     logprobs = None
     if with_logprobs:
         logprobs = {"content": logprob_content(choice.logprobs or []), "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": choice.text, "refusal": None}
+    if choice.tool_calls:
+        message["content"] = choice.text or None
+        message["tool_calls"] = [
+            {"id": c.call_id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}}
+            for c in choice.tool_calls
+        ]
+    if choice.reasoning:
+        message["reasoning_content"] = choice.reasoning
     return {
         "index": choice.index,
-        "message": {"role": "assistant", "content": choice.text, "refusal": None},
+        "message": message,
         "logprobs": logprobs,
         "finish_reason": (choice.finish_reason.value if choice.finish_reason else "stop"),
     }
@@ -179,7 +205,7 @@ class OpenAIChat:
 
     def parse(self, body: Any) -> ChatCall:
         req = parse_body(ChatRequest, body)
-        _reject_unsupported(req)
+        tools = openai_tools.tool_specs(req.tools)
         request = GenerationRequest(
             model=req.model or "",
             prompts=(ChatInput(tuple(_message(m, i) for i, m in enumerate(req.messages))),),
@@ -189,6 +215,11 @@ class OpenAIChat:
             stop=req.stops(),
             logprobs=(req.top_logprobs or 0) if req.logprobs else None,
             n=req.n,
+            tools=tools,
+            tool_choice=openai_tools.tool_choice(req.tool_choice, tools),
+            parallel_tool_calls=req.parallel_tool_calls,
+            response_format=openai_tools.response_format(req.response_format),
+            reasoning=openai_tools.reasoning(req.reasoning_effort),
         )
         return ChatCall(request, req.stream, new_id("chatcmpl-"), now(),
                         req.include_usage(), req.logprobs)
@@ -201,7 +232,7 @@ class OpenAIChat:
             "id": call.id, "object": "chat.completion", "created": call.created,
             "model": served.model,
             "choices": [_render_choice(c, call.logprobs) for c in completion.ordered_choices()],
-            "usage": usage_object(completion.usage),
+            "usage": usage_object(completion.usage, reasoning=True),
         }
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:

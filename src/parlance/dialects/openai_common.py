@@ -68,19 +68,22 @@ def token_spelling(alternative: TopLogprob) -> str:
         return "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
 
 
-def usage_object(usage: Usage | None) -> dict[str, int]:
-    if usage is None:
-        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    return {
+def usage_object(usage: Usage | None, *, reasoning: bool = False) -> dict[str, Any]:
+    """Token counts; Chat adds `completion_tokens_details.reasoning_tokens`."""
+    usage = usage or Usage(0, 0)
+    out: dict[str, Any] = {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
     }
+    if reasoning:
+        out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+    return out
 
 
-def streamed_usage_object(usage: Usage | None) -> dict[str, Any]:
+def streamed_usage_object(usage: Usage | None, *, reasoning: bool = False) -> dict[str, Any]:
     """The final usage chunk adds time to first token (ms) and throughput (tokens/s)."""
-    out: dict[str, Any] = usage_object(usage)
+    out: dict[str, Any] = usage_object(usage, reasoning=reasoning)
     ttft = usage.first_token_seconds if usage else None
     rate = usage.throughput_after_first_token if usage else None
     out["time_to_first_token"] = round(ttft * 1000, 3) if ttft is not None else None
@@ -150,6 +153,7 @@ class ChunkEncoder:
 
     object_type = ""
     envelope_extra: dict[str, Any] = {}
+    reasoning_usage = False  # add completion_tokens_details.reasoning_tokens
 
     def __init__(self, *, id: str, created: int, model: str, include_usage: bool) -> None:
         self._envelope = {"id": id, "object": self.object_type, "created": created,
@@ -171,7 +175,8 @@ class ChunkEncoder:
                 return self.on_finish(event)
             case Usage():
                 self._usage = event
-        return []
+                return []
+        return self.on_other(event)
 
     def on_text(self, delta: TextDelta) -> list[Frame]:
         raise NotImplementedError
@@ -179,10 +184,15 @@ class ChunkEncoder:
     def on_finish(self, finish: Finish) -> list[Frame]:
         raise NotImplementedError
 
+    def on_other(self, event: Event) -> list[Frame]:
+        """Reasoning and tool-call events; a dialect without them drops them."""
+        return []
+
     def close(self) -> list[Frame]:
         frames = []
         if self._include_usage:
-            frames.append(self.chunk([], usage=streamed_usage_object(self._usage)))
+            frames.append(self.chunk([], usage=streamed_usage_object(
+                self._usage, reasoning=self.reasoning_usage)))
         return [*frames, Frame(DONE)]
 
     def fail(self, error: ParlanceError) -> list[Frame]:

@@ -1,7 +1,10 @@
 """A scripted, deterministic engine for protocol tests (our `MockTransport`).
 
 Enqueue a script per request: events are yielded in order, a float sleeps that
-many seconds, an exception instance is raised mid-stream. With no script the
+many seconds, an exception instance is raised mid-stream, and `Generated` text
+stands for raw model output: it goes through the same `OutputParser` as the real
+engine's (tool calls in `tool_syntax` when the request has tools, reasoning in
+`reasoning` markers), so parsing is tested on every path. With no script the
 engine answers `default_reply` word by word, honouring `max_tokens`.
 """
 
@@ -10,16 +13,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from parlance.core.errors import ContextOverflow, InvalidRequest
 from parlance.core.events import Event, Finish, FinishReason, TextDelta, Usage
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
 from parlance.engines.base import PromptInfo
+from parlance.engines.grammar import check_schemas
+from parlance.engines.parsing.output import OutputParser
+from parlance.engines.parsing.syntax import HERMES, THINK, ReasoningMarkers, ToolSyntax
 from parlance.engines.metrics import EngineMetrics
 
-ScriptItem = Event | float | BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Generated:
+    """Raw text the scripted model generates for choice `index`."""
+
+    text: str
+    index: int = 0
+
+
+ScriptItem = Event | Generated | float | BaseException
 
 
 def _prompt_text(prompt: ChatInput | TextInput) -> str:
@@ -34,10 +50,12 @@ def _prompt_text(prompt: ChatInput | TextInput) -> str:
 class FakeGeneration:
     script: Sequence[ScriptItem]
     prompts: tuple[PromptInfo, ...]
+    new_parser: Callable[[int], OutputParser] | None = None
     cancelled: bool = False
     finished: bool = False
     yielded: list[Event] = field(default_factory=list)
     _woken: asyncio.Event = field(default_factory=asyncio.Event)
+    _parsers: dict[int, OutputParser] = field(default_factory=dict)
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -53,14 +71,35 @@ class FakeGeneration:
                 with contextlib.suppress(TimeoutError):  # a cancel ends the pause at once
                     await asyncio.wait_for(self._woken.wait(), item)
                 continue
-            self.yielded.append(item)
-            yield item
+            for event in self._parsed(item):
+                self.yielded.append(event)
+                yield event
         self.finished = True
+
+    def _parsed(self, item: Event | Generated) -> list[Event]:
+        if self.new_parser is None:
+            if isinstance(item, Generated):
+                return [TextDelta(item.text, item.index)]
+            return [item]
+        if isinstance(item, Generated):
+            if item.index not in self._parsers:
+                self._parsers[item.index] = self.new_parser(item.index)
+            return self._parsers[item.index].push(item.text)
+        if isinstance(item, Finish) and item.index in self._parsers:
+            parser = self._parsers[item.index]
+            reason = item.reason
+            if reason is FinishReason.STOP and parser.called:
+                reason = FinishReason.TOOL_CALLS
+            return [*parser.finish(), Finish(reason, item.index)]
+        return [item]
 
 
 class FakeEngine:
     def __init__(self, *, context_length: int = 2048, default_reply: str = "Hello there!",
-                 slots: int = 4):
+                 slots: int = 4, tool_syntax: ToolSyntax = HERMES,
+                 reasoning: ReasoningMarkers | None = THINK):
+        self.tool_syntax = tool_syntax
+        self.reasoning = reasoning
         self.context_length = context_length
         self.slots = slots
         self.default_reply = default_reply
@@ -86,11 +125,19 @@ class FakeEngine:
             )
         if request.n > self.slots:
             raise InvalidRequest(f"n is {request.n}; at most {self.slots}.", param="n")
+        check_schemas(request)
         self.requests.append(request)
         script = self.scripts.popleft() if self.scripts else self._default_script(request, prompts)
-        generation = FakeGeneration(script, prompts)
+        generation = FakeGeneration(script, prompts, self._parser_factory(request))
         self.generations.append(generation)
         return generation
+
+    def _parser_factory(self, request: GenerationRequest) -> Callable[[int], OutputParser]:
+        tools = request.callable_tools
+        syntax = self.tool_syntax if tools else None
+        names = frozenset(t.name for t in tools)
+        return lambda index: OutputParser(index, syntax=syntax, reasoning=self.reasoning,
+                                          tool_names=names)
 
     def _default_script(
         self, request: GenerationRequest, prompts: tuple[PromptInfo, ...]

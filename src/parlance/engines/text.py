@@ -27,6 +27,18 @@ class Utf8Stream:
         return self._decoder.decode(b"", final=True)
 
 
+def partial_suffix(text: str, markers: Sequence[str]) -> int:
+    """Length of the longest suffix of `text` that is a proper prefix of a marker:
+    text that must be held back because the next token may complete the marker."""
+    best = 0
+    for marker in markers:
+        for size in range(min(len(marker) - 1, len(text)), best, -1):
+            if text.endswith(marker[:size]):
+                best = size
+                break
+    return best
+
+
 @dataclass(slots=True)
 class Piece(Generic[T]):
     """A run of text and what produced it (e.g. a token's logprob record)."""
@@ -71,14 +83,7 @@ class StopMatcher(Generic[T]):
         return min(hits) if hits else None
 
     def _holdback(self, text: str) -> int:
-        """Length of the longest suffix of `text` that is a proper prefix of a stop."""
-        best = 0
-        for stop in self._stops:
-            for size in range(min(len(stop) - 1, len(text)), best, -1):
-                if text.endswith(stop[:size]):
-                    best = size
-                    break
-        return best
+        return partial_suffix(text, self._stops)
 
     def _release_all(self) -> list[Piece[T]]:
         released, self._pending = self._pending, []

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
+
+import llguidance
 
 from parlance.core.errors import ContextOverflow, InvalidRequest
 from parlance.core.request import (
@@ -17,8 +20,12 @@ from parlance.core.request import (
     TextInput,
 )
 from parlance.engines.base import PromptInfo
+from parlance.engines.grammar import quoted
+from parlance.engines.llamacpp.constraint import build_tokenizer
+from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.job import GroupSpec, Job, LlamaGeneration
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel, ProgressCallback
+from parlance.engines.llamacpp.plan import build_plan, render_chat
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.llamacpp.scheduler import Scheduler
@@ -63,7 +70,8 @@ class LlamaCppEngine:
         if request.n > self.slots:
             raise InvalidRequest(f"n is {request.n}, but this server decodes at most "
                                  f"{self.slots} sequences at once (--parallel).", param="n")
-        token_lists = [self._tokens(p) for p in request.prompts]
+        token_lists = [self._tokens(p, request) for p in request.prompts]
+        plan = await self._plan(request)
         budgets = [self._budget(tokens, request) for tokens in token_lists]
         prompts = tuple(PromptInfo(self._text(t), len(t)) for t in token_lists)
         scheduler = self.scheduler
@@ -73,7 +81,7 @@ class LlamaCppEngine:
         job.groups = [
             GroupSpec(job, tokens, budget, tuple(range(p * n, (p + 1) * n)),
                       [SamplerChain(self.model.n_vocab, _choice_sampling(request.sampling, c))
-                       for c in range(n)])
+                       for c in range(n)], plan)
             for p, (tokens, budget) in enumerate(zip(token_lists, budgets, strict=True))
         ]
         try:
@@ -96,10 +104,33 @@ class LlamaCppEngine:
 
     # -- preparation ------------------------------------------------------------
 
-    def _tokens(self, prompt: PromptInput) -> list[int]:
+    @cached_property
+    def tokenizer(self) -> llguidance.LLTokenizer:
+        """The vocabulary as llguidance sees it; built on the first constrained request."""
+        return build_tokenizer(self.model.vocab)
+
+    async def _plan(self, request: GenerationRequest) -> GuidePlan | None:
+        chats = [p for p in request.prompts if isinstance(p, ChatInput)]
+        if not chats:
+            return None
+        text = render_chat(self.template, request, chats[0].messages)
+        args = (request, self.template, text, self.tokenizer, self.model.n_vocab, self._literal)
+        if request.callable_tools or request.response_format:
+            return await asyncio.to_thread(build_plan, *args)  # grammar compilation
+        return build_plan(*args)
+
+    def _literal(self, marker: str) -> str:
+        """A syntax marker in a grammar: by token id when it is one special token."""
+        ids = self.model.tokenize(marker, add_special=False, parse_special=True)
+        if len(ids) == 1 and ids != self.model.tokenize(marker, add_special=False,
+                                                         parse_special=False):
+            return f"<[{ids[0]}]>"
+        return quoted(marker)
+
+    def _tokens(self, prompt: PromptInput, request: GenerationRequest) -> list[int]:
         model = self.model
         if isinstance(prompt, ChatInput):
-            text = self.template.render(prompt.messages)
+            text = render_chat(self.template, request, prompt.messages)
             bos = model.special_text(model.bos)
             add_bos = model.add_bos and not (bos and text.startswith(bos))
             tokens = model.tokenize(text, add_special=add_bos, parse_special=True)

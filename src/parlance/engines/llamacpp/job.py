@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from parlance.core.events import Event
 from parlance.engines.base import PromptInfo
+from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.outbox import Outbox
 from parlance.engines.llamacpp.sampler import SamplerChain
 
@@ -31,6 +32,7 @@ class GroupSpec:
     max_tokens: int
     indices: tuple[int, ...]  # the choice index of each sequence
     samplers: list[SamplerChain]
+    plan: GuidePlan | None = None  # how the output is parsed and constrained
 
     @property
     def n(self) -> int:

@@ -297,7 +297,8 @@ class Scheduler:
         slots = [claim.leader, *claim.followers]
         group.sequences = [
             Sequence(self.model, spec.job, index, slot.id, sampler, spec.max_tokens,
-                     n_past=len(spec.tokens))
+                     n_past=len(spec.tokens),
+                     guide=spec.plan.for_choice(index) if spec.plan else None)
             for index, slot, sampler in zip(spec.indices, slots, spec.samplers, strict=True)
         ]
         for seq in group.sequences:
@@ -357,6 +358,7 @@ def _usage(job: Job) -> Usage:
     return Usage(
         prompt_tokens=sum(len(g.tokens) for g in job.groups),
         completion_tokens=sum(s.generated for s in sequences),
+        reasoning_tokens=sum(s.reasoning_tokens for s in sequences),
         first_token_seconds=(min(firsts) - job.created) if firsts else None,
         decode_seconds=(max(lasts) - min(firsts)) if firsts else None,
     )

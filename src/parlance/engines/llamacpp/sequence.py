@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from parlance.core.events import Finish, FinishReason, TextDelta, TokenLogprob
+from parlance.core.events import Event, Finish, FinishReason, TextDelta, TokenLogprob
+from parlance.engines.llamacpp.guide import ChoiceGuide
 from parlance.engines.llamacpp.job import Job
 from parlance.engines.llamacpp.logprobs import log_softmax_row, top_alternatives
 from parlance.engines.llamacpp.model import LlamaModel
 from parlance.engines.llamacpp.sampler import SamplerChain
+from parlance.engines.parsing.output import Mode, OutputParser
 from parlance.engines.text import Piece, StopMatcher, Utf8Stream
 
 
@@ -41,10 +43,16 @@ def logprob_record(model: LlamaModel, row: np.ndarray, token: int, top_k: int) -
 
 @dataclass(slots=True)
 class Emitter:
-    """Merges released pieces into TextDeltas; empty-text tokens ride with the next one."""
+    """Merges released pieces into TextDeltas; empty-text tokens ride with the next one.
+
+    With a parser, the text is split into content, reasoning and tool-call events;
+    logprobs then ride with the content they belong to (a token that ends up in
+    reasoning or a call has no logprob entry, as in OpenAI's `logprobs.content`).
+    """
 
     job: Job
     index: int
+    parser: OutputParser | None = None
     carry: list[TokenLogprob] = field(default_factory=list)
 
     def send(self, pieces: list[Piece[PendingLogprob | None]], *, final: bool = False) -> None:
@@ -55,11 +63,28 @@ class Emitter:
                              tuple(p.text.encode() if p.cut else p.payload.raw), p.payload.top)
                 for p in pieces if p.payload is not None
             ]
+        if self.parser is not None:
+            self._parsed(self.parser.push(text) if text else [])
+            return
         if not text and not (final and self.carry):
             return
         logprobs = tuple(self.carry) if self.job.logprobs is not None else None
         self.carry = []
         self.job.emit(TextDelta(text, index=self.index, logprobs=logprobs))
+
+    def close(self) -> None:
+        """The output ended: release what the parser still holds."""
+        if self.parser is not None:
+            self._parsed(self.parser.finish())
+
+    def _parsed(self, events: list[Event]) -> None:
+        for event in events:
+            if isinstance(event, TextDelta) and self.job.logprobs is not None:
+                event = TextDelta(event.text, event.index, tuple(self.carry))
+                self.carry = []
+            self.job.emit(event)
+        if self.parser is not None and self.parser.mode is not Mode.CONTENT:
+            self.carry = []
 
 
 def emit_echo(model: LlamaModel, job: Job, index: int, tokens: list[int],
@@ -78,27 +103,32 @@ class Sequence:
     """The state of one choice: where it is in the KV cache and what it has said."""
 
     __slots__ = ("job", "index", "slot", "sampler", "max_tokens", "n_past", "pending",
-                 "generated", "first_token_at", "last_token_at", "finished",
-                 "_model", "_utf8", "_stops", "_emitter")
+                 "generated", "reasoning_tokens", "first_token_at", "last_token_at",
+                 "finished", "_model", "_utf8", "_stops", "_emitter", "_guide")
 
     def __init__(self, model: LlamaModel, job: Job, index: int, slot: int,
-                 sampler: SamplerChain, max_tokens: int, n_past: int) -> None:
+                 sampler: SamplerChain, max_tokens: int, n_past: int,
+                 guide: ChoiceGuide | None = None) -> None:
         self.job, self.index, self.slot = job, index, slot
         self.sampler, self.max_tokens = sampler, max_tokens
         self.n_past = n_past  # tokens of this sequence in the KV cache
         self.pending: int | None = None  # sampled, not yet decoded
         self.generated = 0
+        self.reasoning_tokens = 0
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None
         self.finished = False
         self._model = model
         self._utf8 = Utf8Stream()
         self._stops = StopMatcher[PendingLogprob | None](job.stop)
-        self._emitter = Emitter(job, index)
+        self._guide = guide
+        self._emitter = Emitter(job, index, guide.parser if guide else None)
 
     def sample(self, output: int) -> bool:
         """Sample from batch output row `output`; True while the sequence goes on."""
-        model = self._model
+        model, guide = self._model, self._guide
+        if guide is not None:
+            guide.mask(model.ctx, output)
         token = self.sampler.sample(model.ctx, output)
         now = time.perf_counter()
         self.first_token_at = self.first_token_at or now
@@ -110,7 +140,14 @@ class Sequence:
         if self.job.logprobs is not None:
             row = log_softmax_row(model.ctx, output, model.n_vocab)
             record = logprob_record(model, row, token, self.job.logprobs)
-        self._emitter.send(self._stops.push(self._utf8.push(model.piece(token)), record))
+        text = self._utf8.push(model.piece(token))
+        reasoning = guide is not None and guide.parser.mode is Mode.REASONING
+        self._emitter.send(self._stops.push(text, record))
+        if guide is not None:
+            if reasoning or guide.parser.mode is Mode.REASONING:
+                self.reasoning_tokens += 1
+            if guide.accept(token, text):  # a forced grammar is complete
+                return self.finish(FinishReason.STOP)
         if self._stops.stopped:
             return self.finish(FinishReason.STOP)
         if self.generated >= self.max_tokens or self.n_past + 1 >= model.n_ctx:
@@ -124,6 +161,10 @@ class Sequence:
             tail = self._utf8.flush()
             self._emitter.send(self._stops.push(tail, None) if tail else [])
             self._emitter.send(self._stops.flush(), final=True)
+        self._emitter.close()
+        parser = self._emitter.parser
+        if reason is FinishReason.STOP and parser is not None and parser.called:
+            reason = FinishReason.TOOL_CALLS
         self.job.emit(Finish(reason, index=self.index))
         self.finished, self.pending = True, None
         return False

@@ -17,6 +17,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message
+from parlance.engines.parsing.syntax import reasoning_for_template, syntax_for_template
 
 # Used when a GGUF carries no template: plain ChatML, understood by most small models.
 CHATML = (
@@ -40,6 +41,14 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+def _arguments(text: str) -> Any:
+    """Templates write call arguments with `tojson`, so they expect an object."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def message_to_template_dict(message: Message) -> dict[str, Any]:
     role = "system" if message.role == "developer" else message.role
     out: dict[str, Any] = {"role": role, "content": message.content}
@@ -48,7 +57,7 @@ def message_to_template_dict(message: Message) -> dict[str, Any]:
     if message.tool_calls:
         out["tool_calls"] = [
             {"id": c.id, "type": "function",
-             "function": {"name": c.name, "arguments": c.arguments}}
+             "function": {"name": c.name, "arguments": _arguments(c.arguments)}}
             for c in message.tool_calls
         ]
     if message.tool_call_id:
@@ -57,6 +66,10 @@ def message_to_template_dict(message: Message) -> dict[str, Any]:
 
 
 class ChatTemplate:
+    """A model's chat template and what it can do: whether it renders `tools`, which
+    call syntax it teaches, its reasoning markers and the switch that turns
+    thinking on and off (`enable_thinking`, or `reasoning_effort` levels)."""
+
     def __init__(self, source: str | None, *, bos_token: str, eos_token: str) -> None:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.filters["tojson"] = _tojson
@@ -66,6 +79,11 @@ class ChatTemplate:
         self._template = env.from_string(self.source)
         self._bos = bos_token
         self._eos = eos_token
+        self.supports_tools = "tools" in self.source
+        self.tool_syntax = syntax_for_template(self.source)
+        self.reasoning = reasoning_for_template(self.source)
+        self.thinking_switch = next(
+            (name for name in ("enable_thinking", "reasoning_effort") if name in self.source), None)
 
     def render(self, messages: Sequence[Message], **extra: Any) -> str:
         try:

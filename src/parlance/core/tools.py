@@ -1,0 +1,65 @@
+"""Neutral tool, structured-output and reasoning requests, as every dialect parses them.
+
+`param` on a spec is where the client put it (e.g. `tools[0].function.parameters`),
+so an engine that rejects a schema can name the field in the client's own terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A function the model may call; `parameters` is its JSON Schema."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object",
+                                                                "properties": {}})
+    strict: bool = False
+    param: str = "tools"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """`none`: never call; `auto`: the model decides; `required`: at least one call;
+    `named`: exactly the function `name`."""
+
+    mode: Literal["none", "auto", "required", "named"] = "auto"
+    name: str | None = None
+
+    @property
+    def forced(self) -> bool:
+        return self.mode in ("required", "named")
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFormat:
+    """Structured output: `json_object` (any object) or `json_schema` (`schema`)."""
+
+    kind: Literal["json_object", "json_schema"]
+    schema: dict[str, Any] | None = None
+    name: str | None = None
+    strict: bool = False
+    param: str = "response_format"
+
+
+class ReasoningEffort(str, Enum):
+    """How hard a reasoning model should think. NONE turns thinking off; ON is
+    LM Studio's "on" (the model's default amount)."""
+
+    NONE = "none"
+    MINIMAL = "minimal"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    ON = "on"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningRequest:
+    effort: ReasoningEffort
+    param: str = "reasoning_effort"

@@ -1,0 +1,56 @@
+"""Grammar-constrained sampling with llguidance on llama.cpp logits.
+
+Before a constrained sequence samples, the tokens its grammar forbids get a
+logit of -inf in the context's own output row, so whichever sampler runs next
+(greedy argmax or a llama.cpp chain) can only pick an allowed token.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import llama_cpp
+import llguidance
+import llguidance.llamacpp
+import numpy as np
+
+
+def build_tokenizer(vocab: ctypes.c_void_p) -> llguidance.LLTokenizer:
+    """llguidance's view of the vocabulary (~0.3 s for SmolLM2; built once per model)."""
+    return llguidance.llamacpp.lltokenizer_from_vocab(vocab)
+
+
+class TokenConstraint:
+    """One sequence's grammar state: masks logits, follows the sampled tokens."""
+
+    def __init__(self, matcher: llguidance.LLMatcher, tokenizer: llguidance.LLTokenizer,
+                 n_vocab: int) -> None:
+        self._matcher = matcher
+        self._tokenizer = tokenizer
+        self._n_vocab = n_vocab
+        self._mask = np.zeros((tokenizer.vocab_size + 31) // 32, dtype=np.int32)
+
+    @property
+    def stopped(self) -> bool:
+        """The grammar is complete: nothing but end-of-sequence may follow."""
+        return self._matcher.is_stopped()
+
+    @property
+    def failed(self) -> bool:
+        return self._matcher.is_error()
+
+    def apply(self, ctx: ctypes.c_void_p, output: int) -> None:
+        """Forbid, in output row `output` of `ctx`, every token the grammar rejects."""
+        self._matcher.unsafe_compute_mask_ptr(self._mask.ctypes.data, self._mask.nbytes)
+        allowed = np.unpackbits(self._mask.view(np.uint8), count=self._n_vocab,
+                                bitorder="little").view(bool)
+        row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, output),
+                                    shape=(self._n_vocab,))
+        np.copyto(row, -np.inf, where=~allowed)
+
+    def accept(self, token: int) -> bool:
+        return self._matcher.consume_token(token)
+
+    def accept_text(self, text: str) -> bool:
+        """Text the model produced before the grammar engaged (after a trigger)."""
+        return not text or self._matcher.consume_tokens(self._tokenizer.tokenize_str(text))

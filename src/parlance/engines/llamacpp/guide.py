@@ -1,0 +1,117 @@
+"""How one request's output is parsed and constrained (`GuidePlan`), and the
+state of that for one choice (`ChoiceGuide`).
+
+- The `OutputParser` turns text into content, reasoning and tool-call events.
+- A forced grammar (`response_format`, `tool_choice` required or named) constrains
+  from the first token, or from the end of reasoning when the prompt opened it.
+- A region grammar (`tool_choice: auto`) engages lazily: when the model writes a
+  call marker, the text after it is fed to a fresh copy of the grammar and every
+  following token is constrained until the call region is complete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llguidance
+
+from parlance.engines.llamacpp.constraint import TokenConstraint
+from parlance.engines.parsing.output import Mode, OutputParser
+from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
+
+
+@dataclass(frozen=True, slots=True)
+class GuidePlan:
+    syntax: ToolSyntax | None = None
+    reasoning: ReasoningMarkers | None = None
+    tool_names: frozenset[str] = frozenset()
+    start_in_reasoning: bool = False
+    forced: llguidance.LLMatcher | None = None
+    region: llguidance.LLMatcher | None = None
+    tokenizer: llguidance.LLTokenizer | None = None
+    n_vocab: int = 0
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.syntax or self.reasoning or self.forced)
+
+    def for_choice(self, index: int) -> ChoiceGuide:
+        return ChoiceGuide(self, index)
+
+
+class ChoiceGuide:
+    def __init__(self, plan: GuidePlan, index: int) -> None:
+        self.plan = plan
+        self.parser = OutputParser(index, syntax=plan.syntax, reasoning=plan.reasoning,
+                                   tool_names=plan.tool_names,
+                                   start_in_reasoning=plan.start_in_reasoning)
+        self._active: TokenConstraint | None = None
+        self._forced_active = False
+        self._tail = ""  # raw text not yet searched for a marker
+        self._output_started = False
+        # A forced grammar starts with the output, or after the reasoning the prompt opened.
+        self._forced_waits = plan.forced is not None and self.parser.mode is Mode.REASONING
+        if plan.forced is not None and not self._forced_waits:
+            self._engage(plan.forced, "", forced=True)
+
+    def mask(self, ctx: object, output: int) -> None:
+        if self._active is not None:
+            self._active.apply(ctx, output)  # type: ignore[arg-type]
+
+    def accept(self, token: int, text: str) -> bool:
+        """Follow a sampled token and its text; True once a forced grammar is complete."""
+        active = self._active
+        if active is None:
+            self._watch(text)
+            return False
+        active.accept(token)
+        if active.failed:
+            self._active = None  # never mask with a broken grammar
+        elif active.stopped:
+            if self._forced_active:
+                return True
+            self._active = None
+        return False
+
+    def _watch(self, text: str) -> None:
+        """Find, in the raw text, what engages a grammar: the end of the reasoning
+        (a forced grammar waiting for it) or a call marker (the region grammar)."""
+        plan = self.plan
+        self._tail += text
+        if self._forced_waits:
+            close = plan.reasoning.close  # type: ignore[union-attr]
+            at = self._tail.find(close)
+            if at < 0:
+                self._tail = _keep_end(self._tail, len(close) - 1)
+                return
+            self._engage(plan.forced, self._tail[at + len(close):].lstrip(), forced=True)  # type: ignore[arg-type]
+            self._tail = ""
+            return
+        syntax = plan.syntax
+        if plan.region is None or syntax is None:
+            return
+        if syntax.bare_json and not self._output_started:
+            stripped = self._tail.lstrip()
+            if stripped.startswith("{"):
+                self._engage(plan.region, stripped, forced=False)
+                self._tail = ""
+                return
+            self._output_started = bool(stripped)
+        at = self._tail.find(syntax.open)
+        if at >= 0:
+            self._engage(plan.region, self._tail[at + len(syntax.open):], forced=False)
+            self._tail = ""
+            return
+        self._tail = _keep_end(self._tail, len(syntax.open) - 1)
+
+    def _engage(self, template: llguidance.LLMatcher, text: str, *, forced: bool) -> None:
+        plan = self.plan
+        constraint = TokenConstraint(template.deep_copy(), plan.tokenizer,  # type: ignore[arg-type]
+                                     plan.n_vocab)
+        self._forced_waits = False
+        if constraint.accept_text(text) and not constraint.failed:
+            self._active, self._forced_active = constraint, forced
+
+
+def _keep_end(text: str, size: int) -> str:
+    return text[len(text) - size:] if size > 0 else ""

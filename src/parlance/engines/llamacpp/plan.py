@@ -1,0 +1,109 @@
+"""Turns a request's tools, response format and reasoning into what the engine
+needs: the chat template's inputs and a `GuidePlan`. Whatever cannot be honoured
+(an invalid schema, a reasoning setting the model has no switch for) is refused
+here, before the response starts, naming the client's parameter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import llguidance
+
+from parlance.core.errors import InvalidRequest
+from parlance.core.messages import Message
+from parlance.core.request import GenerationRequest
+from parlance.core.tools import ReasoningEffort
+from parlance.engines import grammar
+from parlance.engines.llamacpp.guide import GuidePlan
+from parlance.engines.llamacpp.template import ChatTemplate
+from parlance.engines.llamacpp.tool_prompt import tool_schemas, with_builtin_tools
+from parlance.engines.parsing.syntax import HERMES
+
+_EFFORT_LEVELS = {ReasoningEffort.MINIMAL: "low", ReasoningEffort.LOW: "low",
+                  ReasoningEffort.MEDIUM: "medium", ReasoningEffort.HIGH: "high",
+                  ReasoningEffort.ON: "medium"}
+
+
+def render_chat(template: ChatTemplate, request: GenerationRequest,
+                messages: tuple[Message, ...]) -> str:
+    """The prompt text: tools through the template when it renders them, else through
+    the built-in tool prompt; the reasoning switch set as the request asks."""
+    extra = _reasoning_switch(template, request)
+    tools = request.callable_tools
+    has_tool_turns = any(m.tool_calls or m.role == "tool" for m in messages)
+    if template.supports_tools:
+        if tools:
+            extra["tools"] = tool_schemas(tools)
+        return template.render(messages, **extra)
+    if tools or has_tool_turns:
+        return template.render(with_builtin_tools(messages, tools), **extra)
+    return template.render(messages, **extra)
+
+
+def _reasoning_switch(template: ChatTemplate, request: GenerationRequest) -> dict[str, Any]:
+    wanted = request.reasoning
+    if wanted is None:
+        return {}
+    effort, switch = wanted.effort, template.thinking_switch
+    off = effort is ReasoningEffort.NONE
+    if switch == "enable_thinking":
+        return {"enable_thinking": not off}
+    if switch == "reasoning_effort" and not off:
+        return {"reasoning_effort": _EFFORT_LEVELS[effort]}
+    if template.reasoning is None and off:
+        return {}  # a model that never reasons already honours "none"
+    if template.reasoning is not None and not off:
+        return {}  # it always reasons; there is no level to set
+    what = ("does not reason" if template.reasoning is None and switch is None
+            else "cannot turn its reasoning off")
+    raise InvalidRequest(f"This model {what}, so reasoning effort '{effort.value}' cannot "
+                         "be honoured.", param=wanted.param, code="unsupported_value")
+
+
+def build_plan(
+    request: GenerationRequest,
+    template: ChatTemplate,
+    prompt_text: str,
+    tokenizer: llguidance.LLTokenizer,
+    n_vocab: int,
+    literal: Callable[[str], str],
+) -> GuidePlan | None:
+    tools = request.callable_tools
+    syntax = (template.tool_syntax if template.supports_tools else HERMES) if tools else None
+    reasoning = template.reasoning
+    fmt = request.response_format
+    grammar.check_schemas(request)
+    content_schema = None
+    if fmt is not None:
+        content_schema = fmt.schema if fmt.kind == "json_schema" else grammar.ANY_OBJECT
+    forced = region = None
+    if syntax is not None and request.tool_choice.forced:
+        parallel = request.parallel_tool_calls and request.tool_choice.mode == "required"
+        forced = grammar.forced_calls_grammar(tools, syntax, parallel=parallel, literal=literal)
+    elif syntax is not None and content_schema is not None:
+        forced = grammar.forced_calls_grammar(tools, syntax, parallel=request.parallel_tool_calls,
+                                              content_schema=content_schema, literal=literal)
+    elif content_schema is not None:
+        forced = grammar.schema_grammar(content_schema)
+    elif syntax is not None:
+        region = grammar.region_grammar(tools, syntax, parallel=request.parallel_tool_calls,
+                                        literal=literal)
+    plan = GuidePlan(
+        syntax=syntax, reasoning=reasoning,
+        tool_names=frozenset(t.name for t in tools),
+        start_in_reasoning=bool(reasoning and prompt_text.rstrip().endswith(reasoning.open)),
+        forced=_compile(forced, tokenizer), region=_compile(region, tokenizer),
+        tokenizer=tokenizer, n_vocab=n_vocab,
+    )
+    return plan if plan.needed else None
+
+
+def _compile(source: str | None, tokenizer: llguidance.LLTokenizer) -> llguidance.LLMatcher | None:
+    if source is None:
+        return None
+    matcher = llguidance.LLMatcher(tokenizer, source, log_level=0)
+    if matcher.is_error():
+        raise InvalidRequest(f"The tools or response format cannot be enforced: "
+                             f"{matcher.get_error()}", param="tools", code="invalid_schema")
+    return matcher

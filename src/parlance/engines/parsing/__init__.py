@@ -1,0 +1,1 @@
+"""Engine-neutral parsing of generated text into content, reasoning and tool calls."""

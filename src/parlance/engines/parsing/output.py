@@ -1,0 +1,191 @@
+"""Splits one choice's generated text into content, reasoning and tool-call events.
+
+Text arrives in arbitrary pieces (a marker may be split across tokens), so text
+that may be the start of a marker is held back until the next piece decides.
+Content before, between and after calls stays content; a marker left open when
+the output ends closes with it (reasoning stays reasoning, a call ends with the
+arguments it has).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from parlance.core.events import Event, ReasoningDelta, TextDelta, ToolCallStart
+from parlance.engines.parsing.calls import CallStream
+from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
+from parlance.engines.text import partial_suffix
+
+
+class Mode(Enum):
+    CONTENT = "content"
+    REASONING = "reasoning"
+    CALLS = "calls"
+
+
+class OutputParser:
+    def __init__(
+        self,
+        index: int = 0,
+        *,
+        syntax: ToolSyntax | None = None,
+        reasoning: ReasoningMarkers | None = None,
+        tool_names: frozenset[str] = frozenset(),
+        start_in_reasoning: bool = False,
+    ) -> None:
+        self.index = index
+        self._syntax = syntax
+        self._reasoning = reasoning
+        self._tool_names = tool_names
+        self.mode = Mode.REASONING if start_in_reasoning and reasoning else Mode.CONTENT
+        self._buf = ""
+        self._strip = self.mode is Mode.REASONING  # drop whitespace right after a marker
+        self._output_started = False  # any non-whitespace content emitted yet
+        self._region: CallStream | None = None
+        self._region_open = ""
+        self.calls = 0  # tool calls started so far
+
+    @property
+    def called(self) -> bool:
+        return self.calls > 0
+
+    def push(self, text: str) -> list[Event]:
+        self._buf += text
+        out: list[Event] = []
+        while self._buf and self._advance(out):
+            pass
+        return out
+
+    def finish(self) -> list[Event]:
+        """The output ended: release what was held, close what is open."""
+        out: list[Event] = []
+        text, self._buf = self._buf, ""
+        if self.mode is Mode.CONTENT:
+            self._content(text, out)
+        elif self.mode is Mode.REASONING:
+            self._reasoning_text(text, out)
+        else:
+            self._feed_region(text, out)
+            self._close_region(out, None)
+        return out
+
+    # -- modes ----------------------------------------------------------------
+
+    def _advance(self, out: list[Event]) -> bool:
+        match self.mode:
+            case Mode.CONTENT:
+                return self._in_content(out)
+            case Mode.REASONING:
+                return self._in_reasoning(out)
+            case Mode.CALLS:
+                return self._in_calls(out)
+
+    def _markers(self) -> list[str]:
+        found = []
+        if self._reasoning:
+            found.append(self._reasoning.open)
+        if self._syntax:
+            found.append(self._syntax.open)
+        return found
+
+    def _in_content(self, out: list[Event]) -> bool:
+        syntax = self._syntax
+        if syntax and syntax.bare_json and not self._output_started:
+            stripped = self._buf.lstrip()
+            if not stripped:
+                return False
+            if stripped[0] == "{":
+                self._buf = stripped
+                self._open_region("")
+                return True
+        markers = self._markers()
+        hits = [(at, m) for m in markers if (at := self._buf.find(m)) >= 0]
+        if not hits:
+            keep = partial_suffix(self._buf, markers)
+            self._content(self._buf[:len(self._buf) - keep], out)
+            self._buf = self._buf[len(self._buf) - keep:]
+            return False
+        at, marker = min(hits)
+        self._content(self._buf[:at], out)
+        self._buf = self._buf[at + len(marker):]
+        if self._reasoning and marker == self._reasoning.open:
+            self.mode, self._strip = Mode.REASONING, True
+        else:
+            self._open_region(marker)
+        return True
+
+    def _in_reasoning(self, out: list[Event]) -> bool:
+        close = self._reasoning.close  # type: ignore[union-attr]
+        at = self._buf.find(close)
+        if at < 0:
+            keep = partial_suffix(self._buf, [close])
+            self._reasoning_text(self._buf[:len(self._buf) - keep], out)
+            self._buf = self._buf[len(self._buf) - keep:]
+            return False
+        self._reasoning_text(self._buf[:at], out)
+        self._buf = self._buf[at + len(close):]
+        self.mode, self._strip = Mode.CONTENT, True
+        return True
+
+    def _in_calls(self, out: list[Event]) -> bool:
+        close = self._syntax.close if self._syntax else None
+        if close is None:
+            self._feed_region(self._buf, out)
+            self._buf = ""
+            return False
+        at = self._buf.find(close)
+        if at < 0:
+            keep = partial_suffix(self._buf, [close])
+            self._feed_region(self._buf[:len(self._buf) - keep], out)
+            self._buf = self._buf[len(self._buf) - keep:]
+            return False
+        self._feed_region(self._buf[:at], out)
+        self._buf = self._buf[at + len(close):]
+        self._close_region(out, close)
+        return True
+
+    # -- emission -------------------------------------------------------------
+
+    def _open_region(self, marker: str) -> None:
+        known = self._tool_names if not marker else None  # bare JSON must name a tool
+        self._region = CallStream(self.index, self.calls, known)
+        self._region_open = marker
+        self.mode = Mode.CALLS
+
+    def _feed_region(self, text: str, out: list[Event]) -> None:
+        if text and self._region:
+            self._count(self._region.push(text), out)
+
+    def _count(self, events: list[Event], out: list[Event]) -> None:
+        self.calls += sum(isinstance(e, ToolCallStart) for e in events)
+        out += events
+
+    def _close_region(self, out: list[Event], close: str | None) -> None:
+        region, self._region = self._region, None
+        self.mode, self._strip = Mode.CONTENT, True
+        if region is None:
+            return
+        events, text = region.close()
+        self._count(events, out)
+        if text:
+            self._content(self._region_open + text + (close or ""), out, strip=False)
+            self._output_started = True
+
+    def _content(self, text: str, out: list[Event], strip: bool = True) -> None:
+        if strip and self._strip:
+            text = text.lstrip()
+            if not text:
+                return
+            self._strip = False
+        if text:
+            self._output_started = self._output_started or bool(text.strip())
+            out.append(TextDelta(text, self.index))
+
+    def _reasoning_text(self, text: str, out: list[Event]) -> None:
+        if self._strip:
+            text = text.lstrip()
+            if not text:
+                return
+            self._strip = False
+        if text:
+            out.append(ReasoningDelta(text, self.index))
