@@ -136,3 +136,44 @@ async def test_sdk_models_list_and_retrieve():
     models = await client.models.list()
     assert [m.id for m in models.data] == ["fake-model"]
     assert (await client.models.retrieve("fake-alias")).id == "fake-alias"
+
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+async def test_sdk_stream_helper_accumulates_tool_calls_once():
+    from parlance.engines.fake import Generated
+
+    engine = FakeEngine()
+    pieces = ['<tool_call>\n{"name": "get_', 'weather", "arguments": {"city": ', '"Paris"}}\n',
+              '</tool_call>\n<tool_call>{"name": "get_weather", "arguments": ',
+              '{"city": "Rome"}}</tool_call>']
+    engine.enqueue(*(Generated(p) for p in pieces), Finish(FinishReason.STOP), Usage(9, 5))
+    async with sdk(engine).chat.completions.stream(
+            model="fake-model", messages=HELLO, tools=[WEATHER_TOOL]) as stream:
+        done = [event async for event in stream if event.type ==
+                "tool_calls.function.arguments.done"]
+        final = await stream.get_final_completion()
+    calls = final.choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["get_weather", "get_weather"]
+    assert [c.function.arguments for c in calls] == ['{"city": "Paris"}', '{"city": "Rome"}']
+    assert len({c.id for c in calls}) == 2 and all(c.id.startswith("call_") for c in calls)
+    assert [d.name for d in done] == ["get_weather", "get_weather"]
+    assert final.choices[0].finish_reason == "tool_calls"
+
+
+async def test_sdk_non_stream_tool_calls_and_reasoning_parse_strictly():
+    from parlance.engines.fake import Generated
+
+    engine = FakeEngine()
+    engine.enqueue(Generated("<think>Weather needed.</think>"),
+                   Generated('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+                             "</tool_call>"), Finish(FinishReason.STOP), Usage(9, 12))
+    completion = await sdk(engine).chat.completions.create(
+        model="fake-model", messages=HELLO, tools=[WEATHER_TOOL], tool_choice="required")
+    message = completion.choices[0].message
+    assert message.content is None
+    assert message.tool_calls[0].function.arguments == '{"city": "Oslo"}'
+    assert message.model_extra["reasoning_content"] == "Weather needed."

@@ -8,6 +8,7 @@ logit of -inf in the context's own output row, so whichever sampler runs next
 from __future__ import annotations
 
 import ctypes
+import warnings
 
 import llama_cpp
 import llguidance
@@ -17,7 +18,9 @@ import numpy as np
 
 def build_tokenizer(vocab: ctypes.c_void_p) -> llguidance.LLTokenizer:
     """llguidance's view of the vocabulary (~0.3 s for SmolLM2; built once per model)."""
-    return llguidance.llamacpp.lltokenizer_from_vocab(vocab)
+    with warnings.catch_warnings():  # it calls a binding llama-cpp-python marks deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return llguidance.llamacpp.lltokenizer_from_vocab(vocab)
 
 
 class TokenConstraint:

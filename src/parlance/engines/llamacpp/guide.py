@@ -114,4 +114,4 @@ class ChoiceGuide:
 
 
 def _keep_end(text: str, size: int) -> str:
-    return text[len(text) - size:] if size > 0 else ""
+    return text[-size:] if size > 0 else ""

@@ -167,12 +167,12 @@ class OutputParser:
             return
         events, text = region.close()
         self._count(events, out)
-        if text:
-            self._content(self._region_open + text + (close or ""), out, strip=False)
-            self._output_started = True
+        if text:  # not a call after all: the region was text, spacing included
+            self._strip = False
+            self._content(self._region_open + text + (close or ""), out)
 
-    def _content(self, text: str, out: list[Event], strip: bool = True) -> None:
-        if strip and self._strip:
+    def _content(self, text: str, out: list[Event]) -> None:
+        if self._strip:
             text = text.lstrip()
             if not text:
                 return
