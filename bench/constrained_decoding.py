@@ -204,7 +204,9 @@ class RawLoop(RawLlama):
 
 def parlance_command(port: int, model: Path) -> list[str]:
     return [sys.executable, "-m", "parlance", "serve", "--model", DEFAULT_MODEL, "--port",
-            str(port), "--ctx-size", str(N_CTX), "--threads", str(THREADS), "--parallel", "1"]
+            str(port), "--ctx-size", str(N_CTX), "--threads", str(THREADS), "--parallel", "1",
+            # A run slowed down by other processes is measured (and flagged), not cut off.
+            "--request-timeout", "600"]
 
 
 def llama_server_command(port: int, model: Path) -> list[str]:

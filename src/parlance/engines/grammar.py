@@ -89,9 +89,19 @@ def _check(schema: Any, param: str) -> None:
                              code="invalid_schema")
 
 
-def schema_grammar(schema: dict[str, Any] | None) -> str:
-    """The whole output is one JSON value valid against `schema` (any object if None)."""
-    return llguidance.LLMatcher.grammar_from_lark(f"start: {_json_rule(schema or ANY_OBJECT)}")
+# After reasoning, models put a line break or two before the answer.
+_LEAD = "LEAD: /[ \\t\\r\\n]{1,4}/"
+
+
+def _start(body: str, lead: bool) -> list[str]:
+    return [f"start: LEAD? ({body})", _LEAD] if lead else [f"start: {body}"]
+
+
+def schema_grammar(schema: dict[str, Any] | None, *, lead: bool = False) -> str:
+    """The whole output is one JSON value valid against `schema` (any object if None);
+    `lead` allows a little whitespace first (the answer follows reasoning)."""
+    rules = _start(_json_rule(schema or ANY_OBJECT), lead)
+    return llguidance.LLMatcher.grammar_from_lark("\n".join(rules))
 
 
 def _call_rules(tools: Sequence[ToolSpec], syntax: ToolSyntax) -> list[str]:
@@ -130,13 +140,13 @@ _MARKERS = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
 
 def forced_calls_grammar(tools: Sequence[ToolSpec], syntax: ToolSyntax, *, parallel: bool,
                          content_schema: dict[str, Any] | None = None,
-                         literal: Literal = quoted) -> str:
+                         literal: Literal = quoted, lead: bool = False) -> str:
     """The output is tool calls in the model's syntax (or, when `content_schema` is
     given, either that JSON or the calls)."""
     start = _calls_layout(syntax, parallel, literal)
     if content_schema is not None:
         start = f"{_json_rule(content_schema)} | {start}"
-    lark = "\n".join([f"start: {start}", *_call_rules(tools, syntax)])
+    lark = "\n".join([*_start(start, lead), *_call_rules(tools, syntax)])
     return llguidance.LLMatcher.grammar_from_lark(lark)
 
 

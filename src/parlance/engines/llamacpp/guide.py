@@ -54,6 +54,11 @@ class ChoiceGuide:
         if plan.forced is not None and not self._forced_waits:
             self._engage(plan.forced, "", forced=True)
 
+    @property
+    def constrained(self) -> bool:
+        """A grammar masks the next token."""
+        return self._active is not None
+
     def mask(self, ctx: object, output: int) -> None:
         if self._active is not None:
             self._active.apply(ctx, output)  # type: ignore[arg-type]
@@ -84,7 +89,7 @@ class ChoiceGuide:
             if at < 0:
                 self._tail = _keep_end(self._tail, len(close) - 1)
                 return
-            self._engage(plan.forced, self._tail[at + len(close):].lstrip(), forced=True)  # type: ignore[arg-type]
+            self._engage(plan.forced, self._tail[at + len(close):], forced=True)  # type: ignore[arg-type]
             self._tail = ""
             return
         syntax = plan.syntax

@@ -77,22 +77,26 @@ def build_plan(
     content_schema = None
     if fmt is not None:
         content_schema = fmt.schema if fmt.kind == "json_schema" else grammar.ANY_OBJECT
+    start_in_reasoning = bool(reasoning and prompt_text.rstrip().endswith(reasoning.open))
+    lead = start_in_reasoning  # the forced part follows the reasoning
     forced = region = None
     if syntax is not None and request.tool_choice.forced:
         parallel = request.parallel_tool_calls and request.tool_choice.mode == "required"
-        forced = grammar.forced_calls_grammar(tools, syntax, parallel=parallel, literal=literal)
+        forced = grammar.forced_calls_grammar(tools, syntax, parallel=parallel, literal=literal,
+                                              lead=lead)
     elif syntax is not None and content_schema is not None:
         forced = grammar.forced_calls_grammar(tools, syntax, parallel=request.parallel_tool_calls,
-                                              content_schema=content_schema, literal=literal)
+                                              content_schema=content_schema, literal=literal,
+                                              lead=lead)
     elif content_schema is not None:
-        forced = grammar.schema_grammar(content_schema)
+        forced = grammar.schema_grammar(content_schema, lead=lead)
     elif syntax is not None:
         region = grammar.region_grammar(tools, syntax, parallel=request.parallel_tool_calls,
                                         literal=literal)
     plan = GuidePlan(
         syntax=syntax, reasoning=reasoning,
         tool_names=frozenset(t.name for t in tools),
-        start_in_reasoning=bool(reasoning and prompt_text.rstrip().endswith(reasoning.open)),
+        start_in_reasoning=start_in_reasoning,
         forced=_compile(forced, tokenizer), region=_compile(region, tokenizer),
         tokenizer=tokenizer, n_vocab=n_vocab,
     )
