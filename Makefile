@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/concurrent_streams.py
 	$(BIN)/python bench/single_stream.py
 	$(BIN)/python bench/engine_choices.py
+	$(BIN)/python bench/constrained_decoding.py
 
 clean:
 	rm -rf $(VENV)

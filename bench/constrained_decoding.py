@@ -4,8 +4,8 @@ What is measured
 ----------------
 Every side decodes the same chat prompt (a product catalogue) greedily, up to
 `--tokens` new tokens, once free ("unconstrained") and once under a JSON Schema
-("constrained": an object holding an array of at least 30 products, so the
-grammar never completes before max_tokens and decode dominates the run):
+("constrained": an object holding an array of at least 30 products, so that
+at the default max_tokens the grammar cannot complete first and decode dominates):
 
 * **raw** – bench/single_stream.py's floor, plain `llama_cpp` calls: prefill,
   then greedy `llama_sampler_sample` + `llama_decode` one token at a time. The
@@ -318,9 +318,10 @@ def grammar_per_token(runs: list[Run]) -> float | None:
 
 def summary_table(results: dict[Side, list[Run]], runs: int) -> Table:
     table = Table(title=f"Constrained decoding, median of {runs} runs (2 threads, greedy)")
-    for column in ("side", "tokens", "finish", "TTFT ms", "tok/s", "server TTFT ms",
-                   "server tok/s", "grammar µs/tok", "other CPU max"):
-        table.add_column(column, justify="left" if column in ("side", "finish") else "right")
+    table.add_column("side", no_wrap=True)
+    for column in ("tokens", "finish", "TTFT ms", "tok/s", "server TTFT ms", "server tok/s",
+                   "grammar µs/tok", "other CPU max"):
+        table.add_column(column, justify="left" if column == "finish" else "right")
     for engine in ENGINES:
         for constrained in (False, True):
             rs = results.get(Side(engine, constrained))
@@ -333,7 +334,7 @@ def summary_table(results: dict[Side, list[Run]], runs: int) -> Table:
                 fmt_rate(median([r.rate for r in rs])),
                 fmt_ms(median([r.server_ttft for r in rs])),
                 fmt_rate(median([r.server_rate for r in rs])),
-                fmt_us(grammar_per_token(rs)) if constrained else "",
+                fmt_us(grammar_per_token(rs)) if constrained and engine == "raw" else "",
                 fmt_share(max((r.other_cpu or 0.0 for r in rs), default=None)))
         table.add_section()
     return table
@@ -350,8 +351,10 @@ def describe_json(text: str, max_tokens: int, tokens: int) -> str:
         return (f"cut at max_tokens ({tokens} tokens), JSON not yet complete"
                 if tokens >= max_tokens else f"[red]not JSON, yet it ended at {tokens} tokens[/]")
     items = value.get("items") if isinstance(value, dict) else None
-    count = f", {len(items)} items" if isinstance(items, list) else ""
-    return f"complete JSON{count} after {tokens} tokens"
+    wanted = SCHEMA["properties"]["items"]["minItems"]
+    if not isinstance(items, list) or len(items) < wanted:
+        return f"[red]complete JSON that breaks the schema[/] after {tokens} tokens"
+    return f"complete JSON, {len(items)} items, after {tokens} tokens"
 
 
 def report(results: dict[Side, list[Run]], skipped: dict[str, str], runs: int,
@@ -367,8 +370,10 @@ def report(results: dict[Side, list[Run]], skipped: dict[str, str], runs: int,
     for engine in ENGINES:
         rs = results.get(Side(engine, True))
         if rs:
+            text = rs[-1].text
             console.print(f"{engine} constrained output: "
-                          f"{describe_json(rs[-1].text, max_tokens, rs[-1].tokens)}")
+                          f"{describe_json(text, max_tokens, rs[-1].tokens)}: "
+                          f"[dim]{text[:70]!r}…[/]")
     for constrained in (False, True):
         raw, parl = results.get(Side("raw", constrained)), results.get(Side("parlance",
                                                                             constrained))
