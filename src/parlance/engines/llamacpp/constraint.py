@@ -2,7 +2,12 @@
 
 Before a constrained sequence samples, the tokens its grammar forbids get a
 logit of -inf in the context's own output row, so whichever sampler runs next
-(greedy argmax or a llama.cpp chain) can only pick an allowed token.
+(greedy argmax or a llama.cpp chain) can only pick an allowed token. A stateless
+greedy pick is checked first instead and the row masked only when the grammar
+rejects it, as llama.cpp's own sampler does: the model keeps its own pick
+whenever that is valid, and most tokens cost no mask over the whole vocabulary.
+(llguidance's mask may leave out a valid token for a longer one that spells the
+same text, so the two ways can tokenize valid output differently.)
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ class TokenConstraint:
         row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, output),
                                     shape=(self._n_vocab,))
         np.copyto(row, -np.inf, where=~allowed)
+
+    def allows(self, token: int) -> bool:
+        """Whether the grammar accepts `token` next (cheap: no mask is built)."""
+        return self._matcher.validate_tokens([token]) == 1
 
     def accept(self, token: int) -> bool:
         return self._matcher.consume_token(token)

@@ -63,6 +63,9 @@ class ChoiceGuide:
         if self._active is not None:
             self._active.apply(ctx, output)  # type: ignore[arg-type]
 
+    def allows(self, token: int) -> bool:
+        return self._active is None or self._active.allows(token)
+
     def accept(self, token: int, text: str) -> bool:
         """Follow a sampled token and its text; True once a forced grammar is complete."""
         active = self._active

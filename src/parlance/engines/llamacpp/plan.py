@@ -97,17 +97,19 @@ def build_plan(
         syntax=syntax, reasoning=reasoning,
         tool_names=frozenset(t.name for t in tools),
         start_in_reasoning=start_in_reasoning,
-        forced=_compile(forced, tokenizer), region=_compile(region, tokenizer),
+        forced=_compile(forced, tokenizer, fmt.param if fmt and not tools else "tools"),
+        region=_compile(region, tokenizer, "tools"),
         tokenizer=tokenizer, n_vocab=n_vocab,
     )
     return plan if plan.needed else None
 
 
-def _compile(source: str | None, tokenizer: llguidance.LLTokenizer) -> llguidance.LLMatcher | None:
+def _compile(source: str | None, tokenizer: llguidance.LLTokenizer,
+             param: str) -> llguidance.LLMatcher | None:
     if source is None:
         return None
     matcher = llguidance.LLMatcher(tokenizer, source, log_level=0)
     if matcher.is_error():
-        raise InvalidRequest(f"The tools or response format cannot be enforced: "
-                             f"{matcher.get_error()}", param="tools", code="invalid_schema")
+        raise InvalidRequest(f"This cannot be enforced as a grammar: {matcher.get_error()}",
+                             param=param, code="invalid_schema")
     return matcher

@@ -40,6 +40,11 @@ class SamplerChain:
         for sampler in _samplers(n_vocab, params):
             llama_cpp.llama_sampler_chain_add(self.ptr, sampler)
 
+    @property
+    def stateless(self) -> bool:
+        """Sampling twice from the same row gives the same token and changes nothing."""
+        return self._greedy
+
     def sample(self, ctx: ctypes.c_void_p, output_index: int) -> int:
         """Sample from the given output row and accept the token into the chain."""
         if not self._greedy:

@@ -127,9 +127,8 @@ class Sequence:
     def sample(self, output: int) -> bool:
         """Sample from batch output row `output`; True while the sequence goes on."""
         model, guide = self._model, self._guide
-        if guide is not None:
-            guide.mask(model.ctx, output)
-        token = self.sampler.sample(model.ctx, output)
+        token = self._constrained_sample(output) if guide else self.sampler.sample(
+            model.ctx, output)
         now = time.perf_counter()
         self.first_token_at = self.first_token_at or now
         self.last_token_at = now
@@ -154,6 +153,17 @@ class Sequence:
             return self.finish(FinishReason.LENGTH)
         self.pending = token
         return True
+
+    def _constrained_sample(self, output: int) -> int:
+        """Mask the row, then sample; a greedy pick the grammar allows needs no mask
+        (see constraint.py; logprobs must come from the masked row, so they mask)."""
+        guide, ctx = self._guide, self._model.ctx
+        if self.sampler.stateless and self.job.logprobs is None:
+            token = self.sampler.sample(ctx, output)
+            if guide.allows(token):  # type: ignore[union-attr]
+                return token
+        guide.mask(ctx, output)  # type: ignore[union-attr]
+        return self.sampler.sample(ctx, output)
 
     def finish(self, reason: FinishReason) -> bool:
         """Release held-back text and say why the choice ended; returns False."""
