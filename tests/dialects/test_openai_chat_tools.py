@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import json
 
+import httpx
+import pytest
+
 from parlance.core.events import Finish, FinishReason, Usage
-from parlance.engines.fake import Generated
+from parlance.engines.fake import FakeEngine, Generated
+from parlance.engines.parsing.syntax import HERMES, LLAMA3_JSON, MISTRAL
+from tests.conftest import make_app
 from tests.sse import sse_data
 
 CHAT = "/v1/chat/completions"
@@ -122,3 +127,35 @@ async def test_tool_turns_parse_into_core_messages(client, fake_engine):
     messages = fake_engine.requests[-1].prompts[0].messages
     assert messages[1].tool_calls[0].arguments == '{"city": "Paris"}'
     assert messages[2].role == "tool" and messages[2].tool_call_id == "call_1"
+
+
+@pytest.mark.parametrize(("syntax", "pieces"), [
+    (HERMES, ['<tool_', 'call>{"name": "get_weather", "arguments": {"city": "Pa', 'ris"}}</tool',
+              '_call>']),
+    (MISTRAL, ['[TOOL_', 'CALLS][{"name": "get_weather", "arguments": {"city": "Pa', 'ris"}}]']),
+    (MISTRAL, ['[TOOL_CALLS]get_', 'weather[AR', 'GS]{"city": "Paris"}']),
+    (LLAMA3_JSON, [' {"name": "get_weather", "param', 'eters": {"city": "Paris"}}']),
+    (LLAMA3_JSON, ['<|python_', 'tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}']),
+])
+async def test_every_call_syntax_streams_the_same_chat_deltas(syntax, pieces):
+    engine = FakeEngine(tool_syntax=syntax)
+    engine.enqueue(*_script(*pieces))
+    transport = httpx.ASGITransport(app=make_app(engine))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        frames = sse_data((await client.post(CHAT, json={**ASK, "stream": True})).text)
+    calls = [f["choices"][0]["delta"]["tool_calls"][0] for f in frames[:-1]
+             if "tool_calls" in f["choices"][0]["delta"]]
+    assert calls[0]["function"] == {"name": "get_weather", "arguments": ""}
+    assert json.loads("".join(c["function"]["arguments"] for c in calls[1:])) == {
+        "city": "Paris"}
+    assert not any(f["choices"][0]["delta"].get("content") for f in frames[:-1])
+    assert frames[-2]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+async def test_unterminated_call_at_length_keeps_finish_reason_length(client, fake_engine):
+    fake_engine.enqueue(Generated('<tool_call>{"name": "get_weather", "arguments": {"ci'),
+                        Finish(FinishReason.LENGTH), Usage(9, 20))
+    body = (await client.post(CHAT, json=ASK)).json()
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert choice["message"]["tool_calls"][0]["function"]["arguments"] == '{"ci'
