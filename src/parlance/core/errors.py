@@ -8,6 +8,7 @@ envelope and status code, so no layer ever matches error *text*.
     ├── AuthenticationFailed    missing or wrong API key
     ├── ModelNotFound           no model by that id or alias
     ├── RouteNotFound           no such endpoint
+    ├── ResourceNotFound        no stored object by that id
     ├── MethodNotAllowed        the endpoint exists, not with this method
     ├── ContextOverflow         prompt + max tokens do not fit the context
     ├── Overloaded              admission queue full (carries retry_after)
@@ -52,6 +53,12 @@ class ModelNotFound(ParlanceError):
 
 class RouteNotFound(ParlanceError):
     kind = "route_not_found"
+
+
+class ResourceNotFound(ParlanceError):
+    """No stored object (a response, a chat) by that id."""
+
+    kind = "not_found"
 
 
 class MethodNotAllowed(ParlanceError):

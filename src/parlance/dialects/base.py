@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from parlance.core.accumulate import Completion
 from parlance.core.errors import ParlanceError
 from parlance.core.events import Event
 from parlance.core.request import GenerationRequest
 from parlance.engines.base import PromptInfo
+from parlance.store.responses import StoredResponse
 
 DONE = "[DONE]"
 
@@ -67,3 +68,19 @@ class Dialect(Protocol):
     def render(self, call: Call, served: Served, completion: Completion) -> dict[str, Any]: ...
 
     def render_error(self, error: ParlanceError) -> ErrorResponse: ...
+
+
+@runtime_checkable
+class Stateful(Protocol):
+    """A dialect whose calls continue stored conversations and are stored themselves.
+    Pure like every dialect: the server does the loading and saving."""
+
+    def previous_id(self, call: Call) -> str | None: ...
+
+    def continued(self, call: Call, previous: StoredResponse) -> Call: ...
+
+    def record(self, call: Call, response: dict[str, Any]) -> StoredResponse | None:
+        """What to store of this response; None when the client asked not to."""
+
+    def cancelled(self, response: dict[str, Any]) -> dict[str, Any]:
+        """The response as stored when its client left before the end."""

@@ -21,6 +21,7 @@ _STATUS = {
     "authentication": (401, "authentication_error"),
     "model_not_found": (404, "invalid_request_error"),
     "route_not_found": (404, "invalid_request_error"),
+    "not_found": (404, "invalid_request_error"),
     "method_not_allowed": (405, "invalid_request_error"),
     "context_overflow": (403, "tokens_exceeded_error"),
     "overloaded": (429, "rate_limit_error"),

@@ -42,4 +42,7 @@ class Engine(Protocol):
 
     async def start(self, request: GenerationRequest) -> Generation: ...
 
+    async def count_tokens(self, request: GenerationRequest) -> int:
+        """Prompt tokens of the request's first prompt, as `start` would evaluate them."""
+
     async def aclose(self) -> None: ...

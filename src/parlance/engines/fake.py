@@ -132,6 +132,9 @@ class FakeEngine:
         self.generations.append(generation)
         return generation
 
+    async def count_tokens(self, request: GenerationRequest) -> int:
+        return len(_prompt_text(request.prompts[0]).split())
+
     def _parser_factory(self, request: GenerationRequest) -> Callable[[int], OutputParser]:
         tools = request.callable_tools
         syntax = self.tool_syntax if tools else None

@@ -16,6 +16,7 @@ from parlance.dialects.openai_common import render_error
 from parlance.models.served import ServedModels
 from parlance.server.handler import ServerSettings, error_json
 from parlance.server.routes import build_routes
+from parlance.store.responses import ResponseStore
 
 log = logging.getLogger("parlance.server")
 
@@ -37,14 +38,18 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 
 def create_app(models: ServedModels, settings: ServerSettings | None = None) -> Starlette:
     settings = settings or ServerSettings()
+    data = settings.data_dir
+    store = ResponseStore(data / "responses.sqlite3" if data else None,
+                          retention=settings.responses_retention)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         await models.aclose()
+        store.close()
 
     return Starlette(
-        routes=build_routes(models, settings),
+        routes=build_routes(models, settings, store),
         exception_handlers={404: _no_route, 405: _no_route, Exception: _internal_error},
         lifespan=lifespan,
     )

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,11 +24,13 @@ from parlance.core.accumulate import Accumulator
 from parlance.core.errors import EngineFailure, InvalidRequest, ParlanceError, RequestTimeout
 from parlance.core.events import Event, Failed, Usage
 from parlance.core.request import with_sampling_defaults
-from parlance.dialects.base import Call, Dialect, ErrorResponse, Served
+from parlance.dialects.base import Call, Dialect, ErrorResponse, Served, Stateful
 from parlance.engines.base import Generation
 from parlance.models.served import ServedModels
 from parlance.server.auth import authorize
 from parlance.server.framing import encode
+from parlance.server.memory import Memory
+from parlance.store.responses import DEFAULT_RETENTION, ResponseStore
 from parlance.server.streaming import EventStreamResponse
 
 log = logging.getLogger("parlance.server")
@@ -38,6 +41,8 @@ class ServerSettings:
     api_keys: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
     request_timeout: float = 120.0
+    data_dir: Path | None = None  # stored responses; None keeps them in memory
+    responses_retention: int = DEFAULT_RETENTION
 
 
 def error_json(rendered: ErrorResponse) -> Response:
@@ -59,16 +64,21 @@ async def read_json(request: Request) -> Any:
 
 
 class GenerationHandler:
-    def __init__(self, dialect: Dialect, models: ServedModels, settings: ServerSettings):
+    def __init__(self, dialect: Dialect, models: ServedModels, settings: ServerSettings,
+                 store: ResponseStore | None = None):
         self.dialect = dialect
         self.models = models
         self.settings = settings
+        self.memory = (Memory(dialect, store)
+                       if store is not None and isinstance(dialect, Stateful) else None)
 
     async def handle(self, request: Request) -> Any:
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
         try:
             authorize(request, self.settings.api_keys)
             call = self.dialect.parse(await read_json(request))
+            if self.memory is not None:
+                call = self.memory.recall(call)
             model, echoed_id = self.models.resolve(call.request.model)
             core_request = with_sampling_defaults(call.request, dict(model.spec.sampling))
             generation = await model.engine.start(core_request)
@@ -88,18 +98,22 @@ class GenerationHandler:
                       deadline: float) -> AsyncIterator[bytes]:
         framing = self.dialect.framing
         encoder = self.dialect.encoder(call, served)
-        for frame in encoder.open():
-            yield encode(frame, framing)
-        async with contextlib.aclosing(guarded(generation, deadline)) as events:
-            async for event in events:
-                if isinstance(event, Failed):
-                    for frame in encoder.fail(event.error):
+        try:
+            for frame in encoder.open():
+                yield encode(frame, framing)
+            async with contextlib.aclosing(guarded(generation, deadline)) as events:
+                async for event in events:
+                    if isinstance(event, Failed):
+                        for frame in encoder.fail(event.error):
+                            yield encode(frame, framing)
+                        return
+                    for frame in encoder.feed(event):
                         yield encode(frame, framing)
-                    return
-                for frame in encoder.feed(event):
-                    yield encode(frame, framing)
-        for frame in encoder.close():
-            yield encode(frame, framing)
+            for frame in encoder.close():
+                yield encode(frame, framing)
+        finally:  # also when the client left mid-stream: the outcome is stored as it is
+            if self.memory is not None:
+                self.memory.keep(call, encoder.outcome())  # type: ignore[attr-defined]
 
     async def _complete(self, request: Request, call: Call, served: Served,
                         generation: Generation, deadline: float) -> Response:
@@ -111,12 +125,18 @@ class GenerationHandler:
                     accumulator.feed(event)
 
         left = await _race_disconnect(request, collect())
-        if left:
-            return Response(status_code=499)  # nobody is listening any more
         result = accumulator.result
+        if left:
+            if self.memory is not None:
+                body = self.dialect.render(call, served, result)
+                self.memory.keep(call, self.memory.dialect.cancelled(body))
+            return Response(status_code=499)  # nobody is listening any more
         if result.error is not None:
             return error_response(self.dialect, result.error)
-        return JSONResponse(self.dialect.render(call, served, result))
+        body = self.dialect.render(call, served, result)
+        if self.memory is not None:
+            self.memory.keep(call, body)
+        return JSONResponse(body)
 
 
 async def guarded(generation: Generation, deadline: float) -> AsyncIterator[Event]:

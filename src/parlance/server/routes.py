@@ -7,28 +7,39 @@ from starlette.routing import Route
 from parlance.dialects.base import Dialect
 from parlance.dialects.openai_chat import OpenAIChat
 from parlance.dialects.openai_completions import OpenAICompletions
+from parlance.dialects.openai_responses import OpenAIResponses
 from parlance.models.served import ServedModels
 from parlance.server.handler import GenerationHandler, ServerSettings
 from parlance.server.info import InfoEndpoints
 from parlance.server.metrics import MetricsEndpoint
+from parlance.server.stored_responses import StoredResponses
+from parlance.store.responses import ResponseStore
 
 # Each generation endpoint is also reachable without the /v1 prefix, as llama.cpp allows.
 GENERATION: tuple[tuple[str, type[Dialect]], ...] = (
     ("/v1/chat/completions", OpenAIChat),
     ("/v1/completions", OpenAICompletions),
+    ("/v1/responses", OpenAIResponses),
 )
 
 
-def build_routes(models: ServedModels, settings: ServerSettings) -> list[Route]:
+def build_routes(models: ServedModels, settings: ServerSettings,
+                 store: ResponseStore) -> list[Route]:
     info = InfoEndpoints(models, settings)
+    stored = StoredResponses(models, settings, store)
     routes = [
+        Route("/v1/responses/input_tokens", stored.input_tokens, methods=["POST"]),
+        Route("/v1/responses/{response_id}", stored.retrieve, methods=["GET"]),
+        Route("/v1/responses/{response_id}", stored.delete, methods=["DELETE"]),
+        Route("/v1/responses/{response_id}/input_items", stored.input_items, methods=["GET"]),
+        Route("/v1/responses/{response_id}/cancel", stored.cancel, methods=["POST"]),
         Route("/health", info.health, methods=["GET"]),
         Route("/metrics", MetricsEndpoint(models, settings).scrape, methods=["GET"]),
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
     ]
     for path, dialect in GENERATION:
-        handler = GenerationHandler(dialect(), models, settings)
+        handler = GenerationHandler(dialect(), models, settings, store)
         routes.append(Route(path, handler.handle, methods=["POST"]))
         routes.append(Route(path.removeprefix("/v1"), handler.handle, methods=["POST"]))
     return routes

@@ -93,6 +93,9 @@ class LlamaCppEngine:
             raise
         return LlamaGeneration(job, prompts)
 
+    async def count_tokens(self, request: GenerationRequest) -> int:
+        return len(self._tokens(request.prompts[0], request))
+
     async def clear_cache(self) -> None:
         """Forget every cached prompt prefix (waits until no request is running)."""
         await asyncio.to_thread(self.scheduler.clear_cache().wait)

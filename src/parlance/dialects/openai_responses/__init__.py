@@ -1,0 +1,265 @@
+"""OpenAI Responses (`POST /v1/responses`): stream lifecycle, function tools, stored
+and chained responses.
+
+Stream contract (seed 003, stream-contracts A.5/A.6): `event:` + `data:` frames with
+`sequence_number` from 0; `response.created`, `response.in_progress`, then each
+output item opened and closed in turn, exactly one terminal event
+(`completed`, `incomplete` at the output cap, or `failed`), then `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from parlance.core.accumulate import Completion
+from parlance.core.errors import InvalidRequest, ParlanceError
+from parlance.core.events import Event, Finish, FinishReason, Usage
+from parlance.core.messages import Message
+from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
+from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
+from parlance.dialects.openai_common import new_id, render_error
+from parlance.dialects.openai_responses import request as wire
+from parlance.dialects.openai_responses.output import OutputBuilder
+from parlance.dialects.wire import parse_body
+from parlance.store.responses import StoredResponse
+
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesCall(Call):
+    id: str
+    created_at: int
+    body: wire.ResponsesRequest
+    items: tuple[dict[str, Any], ...]  # this request's input items
+    context: tuple[dict[str, Any], ...]  # every input item the model sees, chain included
+
+
+def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]]) -> GenerationRequest:
+    tools = wire.tool_specs(body.tools)
+    messages = wire.messages_of(context)
+    if body.instructions:
+        messages.insert(0, Message("system", body.instructions))
+    logprobs = None
+    if LOGPROBS_INCLUDE in (body.include or []):
+        logprobs = body.top_logprobs or 0
+    return GenerationRequest(
+        model=body.model or "",
+        prompts=(ChatInput(tuple(messages)),),
+        sampling=SamplingParams(
+            temperature=1.0 if body.temperature is None else body.temperature,
+            top_p=1.0 if body.top_p is None else body.top_p, seed=body.seed),
+        sampling_set=frozenset(k for k in ("temperature", "top_p", "seed")
+                               if k in body.model_fields_set),
+        max_tokens=body.max_output_tokens,
+        logprobs=logprobs,
+        tools=tools,
+        tool_choice=wire.tool_choice(body, tools),
+        parallel_tool_calls=body.parallel_tool_calls,
+        response_format=wire.response_format(body.text),
+        reasoning=wire.reasoning(body),
+    )
+
+
+def _resolve_references(items: list[dict[str, Any]],
+                        known: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_id = {item.get("id"): item for item in known}
+    out = []
+    for i, item in enumerate(items):
+        if item.get("type") == "item_reference":
+            found = by_id.get(item.get("id"))
+            if found is None:
+                raise InvalidRequest(f"No item with id '{item.get('id')}' in the stored "
+                                     "conversation.", param=f"input[{i}].id")
+            item = found
+        out.append(item)
+    return out
+
+
+def response_object(call: ResponsesCall, model: str, *, status: str,
+                    output: list[dict[str, Any]], usage: Usage | None = None,
+                    error: ParlanceError | None = None) -> dict[str, Any]:
+    body = call.body
+    fmt = body.text.format if body.text and body.text.format else None
+    return {
+        "id": call.id, "object": "response", "created_at": call.created_at,
+        "status": status, "background": False,
+        "completed_at": int(time.time()) if status == "completed" else None,
+        "error": ({"code": error.code or "server_error", "message": error.message}
+                  if error else None),
+        "incomplete_details": ({"reason": "max_output_tokens"} if status == "incomplete"
+                               else None),
+        "instructions": body.instructions,
+        "max_output_tokens": body.max_output_tokens,
+        "metadata": body.metadata or {},
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": body.parallel_tool_calls,
+        "previous_response_id": body.previous_response_id,
+        "reasoning": {"effort": body.reasoning.effort if body.reasoning else None,
+                      "summary": body.reasoning.summary if body.reasoning else None},
+        "store": body.store,
+        "temperature": body.temperature if body.temperature is not None else 1.0,
+        "text": {"format": fmt.model_dump(by_alias=True, exclude_none=True) if fmt
+                 else {"type": "text"}},
+        "tool_choice": (body.tool_choice.model_dump() if isinstance(
+            body.tool_choice, wire.NamedFunction) else body.tool_choice or "auto"),
+        "tools": [t.model_dump(exclude_none=True) for t in body.tools or ()],
+        "top_logprobs": body.top_logprobs or 0,
+        "top_p": body.top_p if body.top_p is not None else 1.0,
+        "truncation": body.truncation,
+        "usage": usage_object(usage) if usage else None,
+    }
+
+
+def usage_object(usage: Usage) -> dict[str, Any]:
+    return {"input_tokens": usage.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": usage.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+            "total_tokens": usage.total_tokens}
+
+
+class ResponsesEncoder:
+    def __init__(self, call: ResponsesCall, served: Served) -> None:
+        self._call = call
+        self._model = served.model
+        self._builder = OutputBuilder(logprobs=call.request.logprobs is not None)
+        self._sequence = 0
+        self._usage: Usage | None = None
+        self._reason: FinishReason | None = None
+        self.final: dict[str, Any] | None = None  # the terminal response, once sent
+
+    def _frame(self, kind: str, fields: dict[str, Any]) -> Frame:
+        frame = Frame({"type": kind, "sequence_number": self._sequence, **fields}, event=kind)
+        self._sequence += 1
+        return frame
+
+    def _frames(self, events: list[tuple[str, dict[str, Any]]]) -> list[Frame]:
+        return [self._frame(kind, fields) for kind, fields in events]
+
+    def snapshot(self, status: str, error: ParlanceError | None = None) -> dict[str, Any]:
+        return response_object(self._call, self._model, status=status,
+                               output=self._builder.items, usage=self._usage, error=error)
+
+    def open(self) -> list[Frame]:
+        start = self.snapshot("in_progress")
+        return [self._frame("response.created", {"response": start}),
+                self._frame("response.in_progress", {"response": start})]
+
+    def feed(self, event: Event) -> list[Frame]:
+        match event:
+            case Usage():
+                self._usage = event
+                return []
+            case Finish(reason=reason):
+                self._reason = reason
+                return self._frames(self._builder.close(
+                    incomplete=reason is FinishReason.LENGTH))
+        return self._frames(self._builder.feed(event))
+
+    def close(self) -> list[Frame]:
+        incomplete = self._reason is FinishReason.LENGTH
+        frames = self._frames(self._builder.close(incomplete=incomplete))
+        self.final = self.snapshot("incomplete" if incomplete else "completed")
+        kind = "response.incomplete" if incomplete else "response.completed"
+        return [*frames, self._frame(kind, {"response": self.final}), Frame(DONE)]
+
+    def fail(self, error: ParlanceError) -> list[Frame]:
+        frames = self._frames(self._builder.close(incomplete=True))
+        self.final = self.snapshot("failed", error)
+        return [*frames, self._frame("response.failed", {"response": self.final}), Frame(DONE)]
+
+    def outcome(self) -> dict[str, Any]:
+        """What is stored: the terminal response, or, for a stream that never reached
+        its end (the client left), the response so far as `cancelled`."""
+        if self.final is not None:
+            return self.final
+        self._builder.close(incomplete=True)
+        return self.snapshot("cancelled")
+
+
+class OpenAIResponses:
+    framing = "sse"
+
+    def parse(self, body: Any) -> ResponsesCall:
+        req = parse_body(wire.ResponsesRequest, body)
+        # (continued() rebuilds the request once the stored conversation is known)
+        if req.background:
+            raise InvalidRequest("Background responses are not supported by this server; "
+                                 "send the request without background.", param="background",
+                                 code="unsupported_parameter")
+        if req.previous_response_id is not None and not req.previous_response_id.startswith(
+                "resp_"):
+            raise InvalidRequest("previous_response_id must start with 'resp_'.",
+                                 param="previous_response_id")
+        items = wire.input_items(req.input)
+        plain = [i for i in items if i.get("type") != "item_reference"]
+        if len(plain) != len(items) and req.previous_response_id is None:
+            raise InvalidRequest("item_reference needs previous_response_id to refer to.",
+                                 param="input")
+        return ResponsesCall(_request(req, plain), req.stream, new_id("resp_"),
+                             int(time.time()), req, tuple(items), tuple(plain))
+
+    # -- state: what a response continues, and what is kept of it ---------------
+
+    def previous_id(self, call: ResponsesCall) -> str | None:
+        return call.body.previous_response_id
+
+    def continued(self, call: ResponsesCall, previous: StoredResponse) -> ResponsesCall:
+        """The call with the stored conversation before its own input."""
+        earlier = [*previous.context, *previous.response.get("output", [])]
+        context = [*earlier, *_resolve_references(list(call.items), earlier)]
+        return replace(call, request=_request(call.body, context), context=tuple(context))
+
+    def record(self, call: ResponsesCall, response: dict[str, Any]) -> StoredResponse | None:
+        if not call.body.store:
+            return None
+        return StoredResponse(call.id, response, list(call.context))
+
+    def cancelled(self, response: dict[str, Any]) -> dict[str, Any]:
+        return {**response, "status": "cancelled", "completed_at": None,
+                "incomplete_details": None}
+
+    # -- the rest of the dialect ------------------------------------------------
+
+    def encoder(self, call: ResponsesCall, served: Served) -> ResponsesEncoder:
+        return ResponsesEncoder(call, served)
+
+    def render(self, call: ResponsesCall, served: Served,
+               completion: Completion) -> dict[str, Any]:
+        builder = OutputBuilder(logprobs=call.request.logprobs is not None)
+        choice = completion.choice(0)
+        builder.replay(choice)
+        incomplete = choice.finish_reason is FinishReason.LENGTH
+        for item in builder.items:
+            if incomplete and item is builder.items[-1]:
+                item["status"] = "incomplete"
+        return response_object(call, served.model,
+                               status="incomplete" if incomplete else "completed",
+                               output=builder.items, usage=completion.usage)
+
+    def render_error(self, error: ParlanceError) -> ErrorResponse:
+        return render_error(error)
+
+
+_TERMINAL = {"completed": "response.completed", "failed": "response.failed"}
+
+
+def replay(response: dict[str, Any], starting_after: int | None) -> list[Frame]:
+    """A stored response as the stream that produced it (GET ...?stream=true)."""
+    output = response.get("output", [])
+    builder = OutputBuilder(ids=iter([item["id"] for item in output]))
+    start = {**response, "status": "in_progress", "output": [], "usage": None}
+    events = [("response.created", {"response": start}),
+              ("response.in_progress", {"response": start}),
+              *builder.replay_items(output)]
+    status = response.get("status")
+    if status != "in_progress":
+        events.append((_TERMINAL.get(status, "response.incomplete"), {"response": response}))
+    frames = [Frame({"type": kind, "sequence_number": n, **fields}, event=kind)
+              for n, (kind, fields) in enumerate(events)
+              if starting_after is None or n > starting_after]
+    return [*frames, Frame(DONE)]

@@ -1,0 +1,223 @@
+"""`POST /v1/responses` at the wire: the request body, checked, and its input items
+turned into neutral messages. Items are kept (with ids) so they can be stored,
+listed and chained."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+
+from parlance.core.errors import InvalidRequest
+from parlance.core.messages import Message, ToolCall
+from parlance.core.tools import ReasoningEffort, ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
+from parlance.dialects.openai_common import new_id
+from parlance.dialects.wire import WireModel
+
+Name = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_\-]{1,64}$")]
+
+
+class FunctionTool(WireModel):
+    type: Literal["function"]
+    name: Name
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class NamedFunction(WireModel):
+    type: Literal["function"]
+    name: str
+
+
+class Reasoning(WireModel):
+    effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+
+
+class TextFormat(WireModel):
+    type: Literal["text", "json_object", "json_schema"]
+    name: Name | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+    description: str | None = None
+
+
+class TextConfig(WireModel):
+    format: TextFormat | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+class ResponsesRequest(WireModel):
+    model: str | None = None
+    input: str | Annotated[list[dict[str, Any]], Field(min_length=1)]
+    instructions: str | None = None
+    tools: list[FunctionTool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedFunction | None = None
+    parallel_tool_calls: bool = True
+    max_output_tokens: Annotated[int, Field(ge=16)] | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    include: list[str] | None = None
+    reasoning: Reasoning | None = None
+    text: TextConfig | None = None
+    metadata: dict[str, str] | None = None
+    store: bool = True
+    previous_response_id: str | None = None
+    truncation: Literal["auto", "disabled"] = "disabled"
+    stream: bool = False
+    background: bool = False
+    seed: int | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is None:
+            return value
+        if len(value) > 16:
+            raise ValueError("at most 16 key-value pairs")
+        for key, item in value.items():
+            if len(key) > 64:
+                raise ValueError(f"key {key[:20]!r}… is longer than 64 characters")
+            if len(item) > 512:
+                raise ValueError(f"the value of {key!r} is longer than 512 characters")
+        return value
+
+
+def tool_specs(tools: list[FunctionTool] | None) -> tuple[ToolSpec, ...]:
+    seen: set[str] = set()
+    specs = []
+    for i, tool in enumerate(tools or ()):
+        if tool.name in seen:
+            raise InvalidRequest(f"Tool names must be unique; '{tool.name}' appears twice.",
+                                 param=f"tools[{i}].name")
+        seen.add(tool.name)
+        specs.append(ToolSpec(tool.name, tool.description or "",
+                              tool.parameters or {"type": "object", "properties": {}},
+                              bool(tool.strict), param=f"tools[{i}].parameters"))
+    return tuple(specs)
+
+
+def tool_choice(req: ResponsesRequest, tools: tuple[ToolSpec, ...]) -> ToolChoice:
+    choice = req.tool_choice
+    if choice is None:
+        return ToolChoice("auto" if tools else "none")
+    if isinstance(choice, NamedFunction):
+        if choice.name not in {t.name for t in tools}:
+            raise InvalidRequest(f"tool_choice names the function '{choice.name}', which is "
+                                 "not in tools.", param="tool_choice")
+        return ToolChoice("named", choice.name)
+    if choice == "required" and not tools:
+        raise InvalidRequest("tool_choice 'required' needs tools.", param="tool_choice")
+    return ToolChoice(choice)
+
+
+def response_format(text: TextConfig | None) -> ResponseFormat | None:
+    fmt = text.format if text else None
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return ResponseFormat("json_object", param="text.format")
+    if fmt.name is None:
+        raise InvalidRequest("text.format of type 'json_schema' needs a name.",
+                             param="text.format.name")
+    return ResponseFormat("json_schema", fmt.schema_ or {"type": "object"}, fmt.name,
+                          bool(fmt.strict), param="text.format.schema")
+
+
+def reasoning(req: ResponsesRequest) -> ReasoningRequest | None:
+    effort = req.reasoning.effort if req.reasoning else None
+    return ReasoningRequest(ReasoningEffort(effort), "reasoning.effort") if effort else None
+
+
+# -- input items ----------------------------------------------------------------------
+
+_ID_PREFIX = {"message": "msg_", "function_call": "fc_", "function_call_output": "fco_",
+              "reasoning": "rs_"}
+
+
+def input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's input as items, each with a type and an id (for storage and listing)."""
+    if isinstance(value, str):
+        value = [{"type": "message", "role": "user", "content": value}]
+    items = []
+    for i, raw in enumerate(value):
+        item = dict(raw)
+        kind = item.setdefault("type", "message")
+        if kind not in (*_ID_PREFIX, "item_reference"):
+            raise InvalidRequest(f"Input items of type '{kind}' are not supported.",
+                                 param=f"input[{i}].type")
+        if kind != "item_reference":
+            item.setdefault("id", new_id(_ID_PREFIX[kind]))
+        if kind == "message":
+            item.setdefault("status", "completed")
+            if isinstance(item.get("content"), str):  # stored and listed as parts
+                part = ("output_text" if item.get("role") == "assistant" else "input_text")
+                extra = {"annotations": []} if part == "output_text" else {}
+                item["content"] = [{"type": part, "text": item["content"], **extra}]
+        items.append(item)
+    return items
+
+
+def messages_of(items: list[dict[str, Any]]) -> list[Message]:
+    """Items in order as chat messages: calls join the assistant turn before them."""
+    out: list[Message] = []
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        match item.get("type"):
+            case "message":
+                out.append(_message(item, where))
+            case "function_call":
+                call = ToolCall(_text_field(item, "call_id", where), _text_field(item, "name", where),
+                                str(item.get("arguments", "")))
+                if out and out[-1].role == "assistant":
+                    last = out.pop()
+                    out.append(Message("assistant", last.content, tool_calls=(*last.tool_calls, call)))
+                else:
+                    out.append(Message("assistant", "", tool_calls=(call,)))
+            case "function_call_output":
+                output = item.get("output", "")
+                text = output if isinstance(output, str) else _parts_text(output, where)
+                out.append(Message("tool", text,
+                                   tool_call_id=_text_field(item, "call_id", where)))
+            case "reasoning":
+                pass  # earlier reasoning is not shown to the model again (templates drop it)
+    return out
+
+
+def _text_field(item: dict[str, Any], key: str, where: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest(f"Missing required parameter: '{where}.{key}'.",
+                             param=f"{where}.{key}", code="missing_required_parameter")
+    return value
+
+
+def _message(item: dict[str, Any], where: str) -> Message:
+    role = item.get("role")
+    if role not in ("user", "assistant", "system", "developer"):
+        raise InvalidRequest(f"Invalid value for '{where}.role': {role!r}.",
+                             param=f"{where}.role", code="invalid_value")
+    content = item.get("content", "")
+    text = content if isinstance(content, str) else _parts_text(content, f"{where}.content")
+    return Message(role, text)
+
+
+def _parts_text(parts: Any, where: str) -> str:
+    if not isinstance(parts, list):
+        raise InvalidRequest(f"Invalid value for '{where}': expected a string or a list of "
+                             "content parts.", param=where, code="invalid_value")
+    texts = []
+    for i, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text"):
+            texts.append(str(part.get("text", "")))
+        elif kind == "refusal":
+            texts.append(str(part.get("refusal", "")))
+        else:
+            raise InvalidRequest(
+                f"Content part type '{kind}' is not supported by this model (text only: the "
+                "model has no vision, audio or file input).", param=f"{where}[{i}]",
+                code="unsupported_content")
+    return "".join(texts)

@@ -1,0 +1,120 @@
+"""The stored-response endpoints of the Responses API: retrieve (or replay as a
+stream), delete, list input items, count input tokens, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from parlance.core.errors import InvalidRequest, ParlanceError, ResourceNotFound
+from parlance.dialects.openai_common import render_error
+from parlance.dialects.openai_responses import OpenAIResponses, replay
+from parlance.models.served import ServedModels
+from parlance.server.auth import authorize
+from parlance.server.framing import encode
+from parlance.server.handler import ServerSettings, error_json, read_json
+from parlance.server.memory import Memory
+from parlance.store.responses import ResponseStore, StoredResponse
+
+
+async def _frames(frames: list) -> Any:
+    for frame in frames:
+        yield encode(frame, "sse")
+
+
+class StoredResponses:
+    def __init__(self, models: ServedModels, settings: ServerSettings,
+                 store: ResponseStore) -> None:
+        self.models = models
+        self.settings = settings
+        self.store = store
+        self.dialect = OpenAIResponses()
+        self.memory = Memory(self.dialect, store)
+
+    def _stored(self, request: Request) -> StoredResponse:
+        authorize(request, self.settings.api_keys)
+        response_id = request.path_params["response_id"]
+        found = self.store.get(response_id)
+        if found is None:
+            raise ResourceNotFound(f"No response found with id '{response_id}'.",
+                                   param="response_id", code="not_found")
+        return found
+
+    async def retrieve(self, request: Request) -> Response:
+        from parlance.server.streaming import EventStreamResponse
+
+        try:
+            stored = self._stored(request)
+            stream = request.query_params.get("stream", "false").lower() == "true"
+            after = _int_param(request, "starting_after", None)
+        except ParlanceError as exc:
+            return error_json(render_error(exc))
+        if not stream:
+            return JSONResponse(stored.response)
+        return EventStreamResponse(_frames(replay(stored.response, after)), framing="sse",
+                                   keepalive_seconds=0, on_close=lambda: None)
+
+    async def delete(self, request: Request) -> Response:
+        try:
+            stored = self._stored(request)
+        except ParlanceError as exc:
+            return error_json(render_error(exc))
+        self.store.delete(stored.id)
+        return JSONResponse({"id": stored.id, "object": "response", "deleted": True})
+
+    async def input_items(self, request: Request) -> Response:
+        try:
+            stored = self._stored(request)
+            limit = _int_param(request, "limit", 20)
+            if not 1 <= limit <= 100:
+                raise InvalidRequest("limit must be between 1 and 100.", param="limit")
+            order = request.query_params.get("order", "desc")
+            if order not in ("asc", "desc"):
+                raise InvalidRequest("order must be 'asc' or 'desc'.", param="order")
+            items = stored.context if order == "asc" else stored.context[::-1]
+            after = request.query_params.get("after")
+            if after is not None:
+                ids = [item.get("id") for item in items]
+                if after not in ids:
+                    raise InvalidRequest(f"No input item with id '{after}'.", param="after")
+                items = items[ids.index(after) + 1:]
+        except ParlanceError as exc:
+            return error_json(render_error(exc))
+        page = items[:limit]
+        return JSONResponse({"object": "list", "data": page,
+                             "first_id": page[0]["id"] if page else None,
+                             "last_id": page[-1]["id"] if page else None,
+                             "has_more": len(items) > limit})
+
+    async def input_tokens(self, request: Request) -> Response:
+        try:
+            authorize(request, self.settings.api_keys)
+            body = await read_json(request)
+            if isinstance(body, dict):
+                body = {**body, "stream": False, "background": False}
+            call = self.memory.recall(self.dialect.parse(body))
+            model, _ = self.models.resolve(call.request.model)
+            count = await model.engine.count_tokens(call.request)
+        except ParlanceError as exc:
+            return error_json(render_error(exc))
+        return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
+
+    async def cancel(self, request: Request) -> Response:
+        try:
+            self._stored(request)
+            raise InvalidRequest("Only background responses can be cancelled, and this "
+                                 "server runs none.", param="response_id")
+        except ParlanceError as exc:
+            return error_json(render_error(exc))
+
+
+def _int_param(request: Request, name: str, default: int | None) -> Any:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise InvalidRequest(f"{name} must be an integer.", param=name) from exc

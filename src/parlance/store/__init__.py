@@ -1,0 +1,1 @@
+"""Stored state (responses, chats) in SQLite, surviving restarts."""
