@@ -27,6 +27,11 @@ def assert_transcript(name: str, body: str) -> None:
 @pytest.fixture
 def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ids and timestamps stable so transcripts compare byte for byte."""
-    for module in ("parlance.dialects.openai_chat", "parlance.dialects.openai_completions"):
+    for module in ("parlance.dialects.openai_chat", "parlance.dialects.openai_completions",
+                   "parlance.dialects.openai_responses"):
         monkeypatch.setattr(f"{module}.new_id", lambda prefix: f"{prefix}test")
         monkeypatch.setattr(f"{module}.now", lambda: 1700000000)
+    for module in ("parlance.dialects.openai_responses.output",
+                   "parlance.dialects.openai_responses.request"):
+        monkeypatch.setattr(f"{module}.new_id", lambda prefix: f"{prefix}test")
+    monkeypatch.setattr("parlance.engines.parsing.calls.new_call_id", lambda: "call_test")

@@ -12,6 +12,8 @@ from parlance.core.errors import EngineFailure
 from parlance.core.events import Failed, Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import Generated
 from tests.conftest import make_app
+from tests.openresponses import check_event, check_response
+from tests.transcripts import assert_transcript
 
 RESPONSES = "/v1/responses"
 HELLO = {"model": "fake-model", "input": "Hello!"}
@@ -20,12 +22,16 @@ WEATHER = {"type": "function", "name": "get_weather", "parameters": {
 
 
 def events(text: str) -> list[tuple[str, dict]]:
-    """(event name, data) per SSE frame; [DONE] as ("", "[DONE]")."""
+    """(event name, data) per SSE frame, [DONE] as ("", "[DONE]"); every event is
+    checked against the Open Responses specification's models."""
     out = []
     for block in text.strip().split("\n\n"):
         lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
         data = lines.get("data", "")
-        out.append((lines.get("event", ""), data if data == "[DONE]" else json.loads(data)))
+        if data != "[DONE]":
+            data = json.loads(data)
+            check_event(data)
+        out.append((lines.get("event", ""), data))
     return out
 
 
@@ -201,3 +207,61 @@ async def test_invalid_requests_are_400_before_any_byte(client, body, param):
         response = await client.post(RESPONSES, json={**body, "stream": stream})
         assert response.status_code == 400, response.text
         assert response.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize(("name", "script", "extra"), [
+    ("text", [Generated("Hello"), Generated(" there!"), Finish(FinishReason.STOP),
+              Usage(5, 2, 0.01, 0.02)], {}),
+    ("cap_hit", [Generated("Once upon"), Finish(FinishReason.LENGTH), Usage(5, 16)],
+     {"max_output_tokens": 16}),
+    ("function_call", [Generated('<tool_call>{"name": "get_weather", "arguments": {"city": '),
+                       Generated('"Paris"}}</tool_call>'), Finish(FinishReason.STOP),
+                       Usage(5, 9)], {"tools": [WEATHER]}),
+    ("reasoning", [Generated("<think>The user says hi."), Generated("</think>Hi!"),
+                   Finish(FinishReason.STOP), Usage(5, 9, reasoning_tokens=6)], {}),
+    ("failure", [Generated("Hi"), Failed(EngineFailure("llama_decode failed"))], {}),
+])
+async def test_canonical_sequences_golden(client, fake_engine, fixed_ids, name, script, extra):
+    fake_engine.enqueue(*script)
+    response = await client.post(RESPONSES, json={**HELLO, **extra, "stream": True})
+    events(response.text)
+    assert_transcript(f"responses_{name}.sse", response.text)
+
+
+async def test_timeout_golden(fake_engine, fixed_ids):
+    fake_engine.enqueue(Generated("Hi"), 5.0, Generated("late"), Finish(FinishReason.STOP))
+    transport = httpx.ASGITransport(app=make_app(fake_engine, request_timeout=0.2))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.post(RESPONSES, json={**HELLO, "stream": True})
+    events(response.text)
+    assert_transcript("responses_timeout.sse", response.text)
+
+
+async def test_non_stream_bodies_follow_the_specification(client, fake_engine):
+    fake_engine.enqueue(Generated("<think>Hmm.</think>Hi"), Finish(FinishReason.STOP),
+                        Usage(5, 3, reasoning_tokens=2))
+    body = (await client.post(RESPONSES, json=HELLO)).json()
+    check_response(body)
+    assert [i["type"] for i in body["output"]] == ["reasoning", "message"]
+
+
+async def test_restart_keeps_stored_responses(tmp_path):
+    from parlance.engines.fake import FakeEngine
+
+    async def client_for(engine):
+        app = make_app(engine, data_dir=tmp_path)
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+    engine = FakeEngine()
+    engine.enqueue(TextDelta("Paris."), Finish(FinishReason.STOP), Usage(5, 1))
+    async with await client_for(engine) as before:
+        first = (await before.post(RESPONSES, json={**HELLO, "input": "Capital?"})).json()
+    assert (tmp_path / "responses.sqlite3").exists()
+    engine = FakeEngine()
+    async with await client_for(engine) as after:  # a new app over the same data dir
+        assert (await after.get(f"{RESPONSES}/{first['id']}")).json() == first
+        chained = await after.post(RESPONSES, json={**HELLO, "input": "Why?",
+                                                    "previous_response_id": first["id"]})
+        assert chained.status_code == 200
+    assert [m.content for m in engine.requests[-1].prompts[0].messages] == [
+        "Capital?", "Paris.", "Why?"]

@@ -9,7 +9,6 @@ output item opened and closed in turn, exactly one terminal event
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,7 +18,7 @@ from parlance.core.events import Event, Finish, FinishReason, Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
-from parlance.dialects.openai_common import new_id, render_error
+from parlance.dialects.openai_common import new_id, now, render_error
 from parlance.dialects.openai_responses import request as wire
 from parlance.dialects.openai_responses.output import OutputBuilder
 from parlance.dialects.wire import parse_body
@@ -86,7 +85,7 @@ def response_object(call: ResponsesCall, model: str, *, status: str,
     return {
         "id": call.id, "object": "response", "created_at": call.created_at,
         "status": status, "background": False,
-        "completed_at": int(time.time()) if status == "completed" else None,
+        "completed_at": now() if status == "completed" else None,
         "error": ({"code": error.code or "server_error", "message": error.message}
                   if error else None),
         "incomplete_details": ({"reason": "max_output_tokens"} if status == "incomplete"
@@ -106,11 +105,16 @@ def response_object(call: ResponsesCall, model: str, *, status: str,
                  else {"type": "text"}},
         "tool_choice": (body.tool_choice.model_dump() if isinstance(
             body.tool_choice, wire.NamedFunction) else body.tool_choice or "auto"),
-        "tools": [t.model_dump(exclude_none=True) for t in body.tools or ()],
+        "tools": [{"type": "function", "name": t.name, "description": t.description,
+                   "parameters": t.parameters, "strict": bool(t.strict)}
+                  for t in body.tools or ()],
         "top_logprobs": body.top_logprobs or 0,
         "top_p": body.top_p if body.top_p is not None else 1.0,
         "truncation": body.truncation,
         "usage": usage_object(usage) if usage else None,
+        # fixed here, required by the Open Responses specification
+        "presence_penalty": 0.0, "frequency_penalty": 0.0, "max_tool_calls": None,
+        "service_tier": "default", "safety_identifier": None, "prompt_cache_key": None,
     }
 
 
@@ -200,8 +204,8 @@ class OpenAIResponses:
         if len(plain) != len(items) and req.previous_response_id is None:
             raise InvalidRequest("item_reference needs previous_response_id to refer to.",
                                  param="input")
-        return ResponsesCall(_request(req, plain), req.stream, new_id("resp_"),
-                             int(time.time()), req, tuple(items), tuple(plain))
+        return ResponsesCall(_request(req, plain), req.stream, new_id("resp_"), now(), req,
+                             tuple(items), tuple(plain))
 
     # -- state: what a response continues, and what is kept of it ---------------
 
