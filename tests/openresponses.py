@@ -42,3 +42,17 @@ def check_event(event: dict[str, Any]) -> None:
     EVENT_MODELS[kind].model_validate_json(json.dumps({**event, "type": kind}), strict=True)
     if "response" in event:
         check_response(event["response"])
+
+
+def checked_events(text: str) -> list[tuple[str, Any]]:
+    """(event name, data) per SSE frame of a Responses stream, [DONE] as ("", "[DONE]");
+    every event is checked against the specification on the way."""
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        data: Any = lines.get("data", "")
+        if data != "[DONE]":
+            data = json.loads(data)
+            check_event(data)
+        out.append((lines.get("event", ""), data))
+    return out

@@ -12,27 +12,13 @@ from parlance.core.errors import EngineFailure
 from parlance.core.events import Failed, Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import Generated
 from tests.conftest import make_app
-from tests.openresponses import check_event, check_response
+from tests.openresponses import check_response, checked_events as events
 from tests.transcripts import assert_transcript
 
 RESPONSES = "/v1/responses"
 HELLO = {"model": "fake-model", "input": "Hello!"}
 WEATHER = {"type": "function", "name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
-
-
-def events(text: str) -> list[tuple[str, dict]]:
-    """(event name, data) per SSE frame, [DONE] as ("", "[DONE]"); every event is
-    checked against the Open Responses specification's models."""
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        data = lines.get("data", "")
-        if data != "[DONE]":
-            data = json.loads(data)
-            check_event(data)
-        out.append((lines.get("event", ""), data))
-    return out
 
 
 async def test_text_stream_lifecycle(client, fake_engine):

@@ -1,0 +1,119 @@
+"""The Responses API on the REAL engine (SmolLM2-135M, greedy) through the official
+openai SDK with strict validation, every event and object also checked against
+the Open Responses specification; and a client that leaves mid-stream."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from tests.openresponses import check_response, checked_events
+from tests.real_engine import MODEL_ID, ServerThread, asgi_client, make_app, no_eog_bias, wait_idle
+
+pytestmark = pytest.mark.slow
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "Current weather",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"]}}
+
+
+@pytest.fixture
+def sdk(llama):
+    return openai.AsyncOpenAI(base_url="http://parlance.test/v1", api_key="unused",
+                              http_client=asgi_client(make_app(llama)),
+                              _strict_response_validation=True, max_retries=0)
+
+
+async def test_create_stream_and_not_agree(sdk, llama):
+    ask = {"model": MODEL_ID, "input": "Write a haiku about the sea.", "temperature": 0,
+           "max_output_tokens": 60}
+    async with sdk:
+        plain = await sdk.responses.create(**ask)
+        events = [e async for e in await sdk.responses.create(**ask, stream=True)]
+    async with asgi_client(make_app(llama)) as http:  # the raw bytes, for the specification
+        check_response((await http.post("/v1/responses", json=ask)).json())
+        raw = checked_events((await http.post("/v1/responses", json={**ask, "stream": True})).text)
+    assert [name for name, _ in raw[:-1]] == [e.type for e in events]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    final = events[-1].response
+    assert final.output_text == plain.output_text and plain.output_text
+    assert final.status == plain.status and final.usage.output_tokens == plain.usage.output_tokens
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == plain.output_text
+
+
+async def test_stream_helper_and_output_cap(sdk):
+    async with sdk:
+        async with sdk.responses.stream(model=MODEL_ID, input="Tell me a long story.",
+                                        temperature=0, max_output_tokens=16) as stream:
+            kinds = [e.type async for e in stream]
+        assert kinds[-1] == "response.incomplete"
+        async with sdk.responses.stream(model=MODEL_ID, input="Say hello.", temperature=0,
+                                        max_output_tokens=40) as stream:
+            final = await stream.get_final_response()
+    assert final.status == "completed" and final.output_text
+
+
+async def test_multi_turn_retrieve_list_delete(sdk):
+    async with sdk:
+        first = await sdk.responses.create(model=MODEL_ID, input="My name is Ada.",
+                                           instructions="Answer in one sentence.",
+                                           temperature=0, max_output_tokens=30)
+        second = await sdk.responses.create(model=MODEL_ID, input="What is my name?",
+                                            previous_response_id=first.id, temperature=0,
+                                            max_output_tokens=30)
+        assert second.usage.input_tokens > first.usage.input_tokens
+        assert (await sdk.responses.retrieve(second.id)).output_text == second.output_text
+        items = await sdk.responses.input_items.list(second.id, order="asc")
+        assert [i.role for i in items.data] == ["user", "assistant", "user"]
+        await sdk.responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError):
+            await sdk.responses.retrieve(first.id)
+        # the second response keeps its whole conversation: still chainable
+        third = await sdk.responses.create(model=MODEL_ID, input="Thanks.", temperature=0,
+                                           previous_response_id=second.id,
+                                           max_output_tokens=16)
+    assert third.usage.input_tokens > second.usage.input_tokens
+
+
+async def test_function_call_round_trip(sdk):
+    async with sdk:
+        first = await sdk.responses.create(model=MODEL_ID, input="What's the weather in Paris?",
+                                           tools=[WEATHER], tool_choice="required",
+                                           parallel_tool_calls=False, temperature=0,
+                                           max_output_tokens=100)
+        [call] = first.output
+        assert call.type == "function_call" and call.name == "get_weather"
+        assert json.loads(call.arguments)["city"]
+        answer = await sdk.responses.create(
+            model=MODEL_ID, previous_response_id=first.id, tools=[WEATHER], temperature=0,
+            max_output_tokens=40,
+            input=[{"type": "function_call_output", "call_id": call.call_id,
+                    "output": "18 C and sunny"}])
+    assert answer.output_text and answer.output[-1].type == "message"
+
+
+async def test_client_leaving_mid_stream_stores_cancelled_and_frees_the_slot(llama):
+    body = {"model": MODEL_ID, "input": "Tell me a long story.", "stream": True,
+            "max_output_tokens": 2000, "temperature": 0}
+    with ServerThread(make_app(llama)) as server:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+            async with http.stream("POST", "/v1/responses", json={
+                    **body, "logit_bias": no_eog_bias(llama)}) as response:
+                lines = response.aiter_lines()
+                response_id = None
+                deltas = 0
+                async for line in lines:
+                    if line.startswith("data: {"):
+                        data = json.loads(line[6:])
+                        response_id = response_id or data.get("response", {}).get("id")
+                        deltas += data["type"] == "response.output_text.delta"
+                        if deltas == 3:
+                            break
+            assert await wait_idle(llama, timeout=2.0) < 1.0
+            stored = (await http.get(f"/v1/responses/{response_id}")).json()
+    assert stored["status"] == "cancelled"
+    check_response(stored)
