@@ -41,9 +41,19 @@ def config_file(tmp_path: Path) -> Path:
 
 def test_defaults_without_anything(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     config, registry = resolve_config({}, {}, None)
-    assert config == ServeConfig()
+    assert config == ServeConfig(data_dir=str(tmp_path / "xdg" / "parlance"))
     assert DEFAULT_MODEL in registry
+
+
+def test_data_dir_from_flag_or_env(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config, _ = resolve_config({"data_dir": tmp_path / "d"}, {}, None)
+    assert config.data_dir == str(tmp_path / "d")
+    config, _ = resolve_config({}, {"PARLANCE_DATA_DIR": "/srv/p",
+                                    "PARLANCE_RESPONSES_RETENTION": "5"}, None)
+    assert (config.data_dir, config.responses_retention) == ("/srv/p", 5)
 
 
 def test_precedence_flag_over_env_over_file(config_file):

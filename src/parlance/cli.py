@@ -39,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="require this API key (repeatable)")
     serve.add_argument("--keepalive-seconds", dest="keepalive_seconds", type=float)
     serve.add_argument("--request-timeout", dest="request_timeout", type=float)
+    serve.add_argument("--data-dir", dest="data_dir", type=Path,
+                       help="where stored responses live (SQLite)")
+    serve.add_argument("--responses-retention", dest="responses_retention", type=int,
+                       help="how many stored responses to keep (the newest)")
     for action in serve._actions:
         if action.dest not in ("help",):
             action.help = (action.help or "") + f" [env {env_name(action.dest)}]"
@@ -90,6 +94,8 @@ def serve(config: ServeConfig, registry: dict) -> int:
         api_keys=config.api_key,
         keepalive_seconds=config.keepalive_seconds,
         request_timeout=config.request_timeout,
+        data_dir=Path(config.data_dir),
+        responses_retention=config.responses_retention,
     ))
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ class ServeConfig:
     api_key: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
     request_timeout: float = 120.0
+    data_dir: str = ""  # empty: the user's data directory (default_data_dir)
+    responses_retention: int = 10_000
 
 
 def env_name(field: str) -> str:
@@ -79,7 +81,16 @@ def resolve_config(
             values[field] = _coerce(field, env[env_name(field)])
         elif field in file_defaults:
             values[field] = _coerce(field, file_defaults[field])
-    return ServeConfig(**values), registry
+    config = ServeConfig(**values)
+    if not config.data_dir:
+        config = replace(config, data_dir=str(default_data_dir()))
+    return config, registry
+
+
+def default_data_dir() -> Path:
+    """$XDG_DATA_HOME/parlance, else ~/.local/share/parlance."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "parlance"
 
 
 def default_threads() -> int:
