@@ -251,3 +251,20 @@ async def test_restart_keeps_stored_responses(tmp_path):
         assert chained.status_code == 200
     assert [m.content for m in engine.requests[-1].prompts[0].messages] == [
         "Capital?", "Paris.", "Why?"]
+
+
+async def test_truncation_auto_drops_the_oldest_turns():
+    from parlance.engines.fake import FakeEngine
+
+    engine = FakeEngine(context_length=8)
+    transport = httpx.ASGITransport(app=make_app(engine))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        long_turns = [{"role": "user", "content": "one two three four five"},
+                      {"role": "assistant", "content": "six seven eight nine"},
+                      {"role": "user", "content": "ten eleven"}]
+        refused = await client.post(RESPONSES, json={**HELLO, "input": long_turns})
+        assert refused.status_code == 403
+        kept = await client.post(RESPONSES, json={**HELLO, "input": long_turns,
+                                                  "truncation": "auto"})
+        assert kept.status_code == 200, kept.text
+    assert [m.content for m in engine.requests[-1].prompts[0].messages] == ["ten eleven"]

@@ -21,7 +21,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from parlance.core.accumulate import Accumulator
-from parlance.core.errors import EngineFailure, InvalidRequest, ParlanceError, RequestTimeout
+from parlance.core.errors import (
+    ContextOverflow,
+    EngineFailure,
+    InvalidRequest,
+    ParlanceError,
+    RequestTimeout,
+)
 from parlance.core.events import Event, Failed, Usage
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import Call, Dialect, ErrorResponse, Served, Stateful
@@ -80,8 +86,7 @@ class GenerationHandler:
             if self.memory is not None:
                 call = self.memory.recall(call)
             model, echoed_id = self.models.resolve(call.request.model)
-            core_request = with_sampling_defaults(call.request, dict(model.spec.sampling))
-            generation = await model.engine.start(core_request)
+            call, generation = await self._start(call, model)
         except ParlanceError as exc:
             return error_response(self.dialect, exc)
         served = Served(echoed_id, generation.prompts)
@@ -93,6 +98,20 @@ class GenerationHandler:
                 on_close=generation.cancel,
             )
         return await self._complete(request, call, served, generation, deadline)
+
+    async def _start(self, call: Call, model: Any) -> tuple[Call, Generation]:
+        """Start the generation; a dialect that may truncate (`shorter`) drops its
+        oldest turns until the prompt fits the context."""
+        while True:
+            request = with_sampling_defaults(call.request, dict(model.spec.sampling))
+            try:
+                return call, await model.engine.start(request)
+            except ContextOverflow:
+                shorter = getattr(self.dialect, "shorter", None)
+                smaller = shorter(call) if shorter else None
+                if smaller is None:
+                    raise
+                call = smaller
 
     async def _frames(self, call: Call, served: Served, generation: Generation,
                       deadline: float) -> AsyncIterator[bytes]:

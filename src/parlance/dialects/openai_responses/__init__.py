@@ -227,6 +227,17 @@ class OpenAIResponses:
         return {**response, "status": "cancelled", "completed_at": None,
                 "incomplete_details": None}
 
+    def shorter(self, call: ResponsesCall) -> ResponsesCall | None:
+        """`truncation: "auto"`: the call without its oldest turn, when the context
+        overflows (None: nothing left to drop, or truncation is disabled)."""
+        if call.body.truncation != "auto" or len(call.context) < 2:
+            return None
+        context = list(call.context[1:])
+        while len(context) > 1 and not (context[0].get("type") == "message"
+                                        and context[0].get("role") == "user"):
+            context.pop(0)  # never start with a call result whose call was dropped
+        return replace(call, request=_request(call.body, context), context=tuple(context))
+
     # -- the rest of the dialect ------------------------------------------------
 
     def encoder(self, call: ResponsesCall, served: Served) -> ResponsesEncoder:
