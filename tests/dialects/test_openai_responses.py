@@ -268,3 +268,20 @@ async def test_truncation_auto_drops_the_oldest_turns():
                                                   "truncation": "auto"})
         assert kept.status_code == 200, kept.text
     assert [m.content for m in engine.requests[-1].prompts[0].messages] == ["ten eleven"]
+
+
+async def test_logprobs_with_include(client, fake_engine):
+    from parlance.core.events import TokenLogprob, TopLogprob
+
+    lp = TokenLogprob("Hi", -0.5, (72, 105), (TopLogprob("Hey", -1.5, (72, 101, 121)),))
+    fake_engine.enqueue(TextDelta("Hi", logprobs=(lp,)), Finish(FinishReason.STOP), Usage(5, 1))
+    frames = events((await client.post(RESPONSES, json={
+        **HELLO, "stream": True, "top_logprobs": 1,
+        "include": ["message.output_text.logprobs"]})).text)
+    delta = next(d for n, d in frames if n == "response.output_text.delta")
+    assert delta["logprobs"] == [{"token": "Hi", "logprob": -0.5, "bytes": [72, 105],
+                                  "top_logprobs": [{"token": "Hey", "logprob": -1.5,
+                                                    "bytes": [72, 101, 121]}]}]
+    assert fake_engine.requests[-1].logprobs == 1
+    final = frames[-2][1]["response"]
+    assert final["output"][0]["content"][0]["logprobs"] == delta["logprobs"]
