@@ -16,6 +16,7 @@ from parlance.server.auth import authorize
 from parlance.server.framing import encode
 from parlance.server.handler import ServerSettings, error_json, read_json
 from parlance.server.memory import Memory
+from parlance.server.streaming import EventStreamResponse
 from parlance.store.responses import ResponseStore, StoredResponse
 
 
@@ -43,8 +44,6 @@ class StoredResponses:
         return found
 
     async def retrieve(self, request: Request) -> Response:
-        from parlance.server.streaming import EventStreamResponse
-
         try:
             stored = self._stored(request)
             stream = request.query_params.get("stream", "false").lower() == "true"
