@@ -84,3 +84,12 @@ class Stateful(Protocol):
 
     def cancelled(self, response: dict[str, Any]) -> dict[str, Any]:
         """The response as stored when its client left before the end."""
+
+
+@runtime_checkable
+class Truncating(Protocol):
+    """A dialect whose clients allow dropping the oldest turns when the prompt
+    overflows the context (Responses `truncation: "auto"`)."""
+
+    def shorter(self, call: Call) -> Call | None:
+        """The call without its oldest turn; None when nothing may be dropped."""

@@ -205,7 +205,8 @@ class OpenAIChat:
 
     def parse(self, body: Any) -> ChatCall:
         req = parse_body(ChatRequest, body)
-        tools = openai_tools.tool_specs(req.tools)
+        tools = openai_tools.tool_specs([t.function for t in req.tools or ()],
+                                        "tools[{i}].function")
         request = GenerationRequest(
             model=req.model or "",
             prompts=(ChatInput(tuple(_message(m, i) for i, m in enumerate(req.messages))),),
@@ -216,10 +217,10 @@ class OpenAIChat:
             logprobs=(req.top_logprobs or 0) if req.logprobs else None,
             n=req.n,
             tools=tools,
-            tool_choice=openai_tools.tool_choice(req.tool_choice, tools),
+            tool_choice=openai_tools.chat_tool_choice(req.tool_choice, tools),
             parallel_tool_calls=req.parallel_tool_calls,
             response_format=openai_tools.response_format(req.response_format),
-            reasoning=openai_tools.reasoning(req.reasoning_effort),
+            reasoning=openai_tools.reasoning(req.reasoning_effort, "reasoning_effort"),
         )
         return ChatCall(request, req.stream, new_id("chatcmpl-"), now(),
                         req.include_usage(), req.logprobs)

@@ -3,7 +3,8 @@ checked at the wire and turned into the neutral tool and format specs."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field
 
@@ -42,7 +43,7 @@ class NamedToolChoice(WireModel):
 
 
 class JsonSchemaFormat(WireModel):
-    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_\-]{1,64}$")]
+    name: FunctionName
     description: str | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     strict: bool | None = None
@@ -57,36 +58,53 @@ ToolChoiceIn = Literal["none", "auto", "required"] | NamedToolChoice
 EffortIn = Literal["none", "minimal", "low", "medium", "high"]
 
 
-def tool_specs(tools: list[ChatTool] | None) -> tuple[ToolSpec, ...]:
+class Function(Protocol):
+    """A function declaration, nested (Chat) or flat (Responses)."""
+
+    name: str
+    description: str | None
+    parameters: dict[str, Any] | None
+    strict: bool | None
+
+
+def tool_specs(functions: Sequence[Function], where: str) -> tuple[ToolSpec, ...]:
+    """Neutral tool specs; `where` spells the i-th function's place, e.g. `tools[{i}]`."""
     specs = []
     seen: set[str] = set()
-    for i, tool in enumerate(tools or ()):
-        f = tool.function
+    for i, f in enumerate(functions):
+        at = where.format(i=i)
         if f.name in seen:
             raise InvalidRequest(f"Tool names must be unique; '{f.name}' appears twice.",
-                                 param=f"tools[{i}].function.name")
+                                 param=f"{at}.name")
         seen.add(f.name)
         specs.append(ToolSpec(
             name=f.name, description=f.description or "",
             parameters=f.parameters if f.parameters is not None else {"type": "object",
                                                                       "properties": {}},
-            strict=bool(f.strict), param=f"tools[{i}].function.parameters"))
+            strict=bool(f.strict), param=f"{at}.parameters"))
     return tuple(specs)
 
 
-def tool_choice(choice: ToolChoiceIn | None, tools: tuple[ToolSpec, ...]) -> ToolChoice:
+def tool_choice(choice: str | None, named: str | None,
+                tools: tuple[ToolSpec, ...]) -> ToolChoice:
+    """`choice` is none/auto/required; `named` the function a client names instead."""
+    if named is not None:
+        if named not in {t.name for t in tools}:
+            raise InvalidRequest(f"tool_choice names the function '{named}', which is not "
+                                 "in tools.", param="tool_choice")
+        return ToolChoice("named", named)
     if choice is None:
         return ToolChoice("auto" if tools else "none")
-    if isinstance(choice, NamedToolChoice):
-        name = choice.function.name
-        if name not in {t.name for t in tools}:
-            raise InvalidRequest(f"tool_choice names the function '{name}', which is not "
-                                 "in tools.", param="tool_choice")
-        return ToolChoice("named", name)
     if choice != "none" and not tools:
         raise InvalidRequest(f"tool_choice '{choice}' is only allowed when tools are "
                              "specified.", param="tool_choice")
-    return ToolChoice(choice)
+    return ToolChoice(choice)  # type: ignore[arg-type]
+
+
+def chat_tool_choice(choice: ToolChoiceIn | None, tools: tuple[ToolSpec, ...]) -> ToolChoice:
+    if isinstance(choice, NamedToolChoice):
+        return tool_choice(None, choice.function.name, tools)
+    return tool_choice(choice, None, tools)
 
 
 def response_format(fmt: ResponseFormatIn | None) -> ResponseFormat | None:
@@ -102,7 +120,5 @@ def response_format(fmt: ResponseFormatIn | None) -> ResponseFormat | None:
                           bool(spec.strict), param="response_format.json_schema.schema")
 
 
-def reasoning(effort: EffortIn | None) -> ReasoningRequest | None:
-    if effort is None:
-        return None
-    return ReasoningRequest(ReasoningEffort(effort), param="reasoning_effort")
+def reasoning(effort: str | None, param: str) -> ReasoningRequest | None:
+    return ReasoningRequest(ReasoningEffort(effort), param=param) if effort else None

@@ -87,10 +87,7 @@ class FakeGeneration:
             return self._parsers[item.index].push(item.text)
         if isinstance(item, Finish) and item.index in self._parsers:
             parser = self._parsers[item.index]
-            reason = item.reason
-            if reason is FinishReason.STOP and parser.called:
-                reason = FinishReason.TOOL_CALLS
-            return [*parser.finish(), Finish(reason, item.index)]
+            return [*parser.finish(), Finish(parser.finish_reason(item.reason), item.index)]
         return [item]
 
 

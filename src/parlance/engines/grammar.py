@@ -20,7 +20,7 @@ import llguidance
 from parlance.core.errors import InvalidRequest
 from parlance.core.request import GenerationRequest
 from parlance.core.tools import ToolSpec
-from parlance.engines.parsing.syntax import ToolSyntax
+from parlance.engines.parsing.syntax import SYNTAXES, ToolSyntax
 
 JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
@@ -135,7 +135,7 @@ def _lit(text: str, literal: Literal) -> str:
     return quoted(text)
 
 
-_MARKERS = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
+_MARKERS = tuple({m for s in SYNTAXES.values() for m in (s.open, s.close) if m})
 
 
 def forced_calls_grammar(tools: Sequence[ToolSpec], syntax: ToolSyntax, *, parallel: bool,

@@ -30,7 +30,7 @@ from parlance.core.errors import (
 )
 from parlance.core.events import Event, Failed, Usage
 from parlance.core.request import with_sampling_defaults
-from parlance.dialects.base import Call, Dialect, ErrorResponse, Served, Stateful
+from parlance.dialects.base import Call, Dialect, ErrorResponse, Served, Stateful, Truncating
 from parlance.engines.base import Generation
 from parlance.models.served import ServedModels
 from parlance.server.auth import authorize
@@ -100,15 +100,16 @@ class GenerationHandler:
         return await self._complete(request, call, served, generation, deadline)
 
     async def _start(self, call: Call, model: Any) -> tuple[Call, Generation]:
-        """Start the generation; a dialect that may truncate (`shorter`) drops its
-        oldest turns until the prompt fits the context."""
+        """Start the generation; for a `Truncating` dialect, drop the oldest turns
+        until the prompt fits the context."""
         while True:
             request = with_sampling_defaults(call.request, dict(model.spec.sampling))
             try:
                 return call, await model.engine.start(request)
             except ContextOverflow:
-                shorter = getattr(self.dialect, "shorter", None)
-                smaller = shorter(call) if shorter else None
+                if not isinstance(self.dialect, Truncating):
+                    raise
+                smaller = self.dialect.shorter(call)
                 if smaller is None:
                     raise
                 call = smaller

@@ -3,6 +3,7 @@ stream), delete, list input items, count input tokens, cancel."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -19,6 +20,8 @@ from parlance.server.memory import Memory
 from parlance.server.streaming import EventStreamResponse
 from parlance.store.responses import ResponseStore, StoredResponse
 
+Endpoint = Callable[[Request], Awaitable[Response]]
+
 
 async def _frames(frames: list) -> Any:
     for frame in frames:
@@ -26,6 +29,9 @@ async def _frames(frames: list) -> Any:
 
 
 class StoredResponses:
+    """Each endpoint is authorized, and any refusal is answered in the OpenAI envelope,
+    in one place (`_answering`)."""
+
     def __init__(self, models: ServedModels, settings: ServerSettings,
                  store: ResponseStore) -> None:
         self.models = models
@@ -33,9 +39,23 @@ class StoredResponses:
         self.store = store
         self.dialect = OpenAIResponses()
         self.memory = Memory(self.dialect, store)
+        self.retrieve = self._answering(self._retrieve)
+        self.delete = self._answering(self._delete)
+        self.input_items = self._answering(self._input_items)
+        self.input_tokens = self._answering(self._input_tokens)
+        self.cancel = self._answering(self._cancel)
+
+    def _answering(self, endpoint: Endpoint) -> Endpoint:
+        async def answer(request: Request) -> Response:
+            try:
+                authorize(request, self.settings.api_keys)
+                return await endpoint(request)
+            except ParlanceError as exc:
+                return error_json(render_error(exc))
+
+        return answer
 
     def _stored(self, request: Request) -> StoredResponse:
-        authorize(request, self.settings.api_keys)
         response_id = request.path_params["response_id"]
         found = self.store.get(response_id)
         if found is None:
@@ -43,70 +63,53 @@ class StoredResponses:
                                    param="response_id", code="not_found")
         return found
 
-    async def retrieve(self, request: Request) -> Response:
-        try:
-            stored = self._stored(request)
-            stream = request.query_params.get("stream", "false").lower() == "true"
-            after = _int_param(request, "starting_after", None)
-        except ParlanceError as exc:
-            return error_json(render_error(exc))
-        if not stream:
+    async def _retrieve(self, request: Request) -> Response:
+        stored = self._stored(request)
+        after = _int_param(request, "starting_after", None)
+        if request.query_params.get("stream", "false").lower() != "true":
             return JSONResponse(stored.response)
         return EventStreamResponse(_frames(replay(stored.response, after)), framing="sse",
                                    keepalive_seconds=0, on_close=lambda: None)
 
-    async def delete(self, request: Request) -> Response:
-        try:
-            stored = self._stored(request)
-        except ParlanceError as exc:
-            return error_json(render_error(exc))
+    async def _delete(self, request: Request) -> Response:
+        stored = self._stored(request)
         self.store.delete(stored.id)
         return JSONResponse({"id": stored.id, "object": "response", "deleted": True})
 
-    async def input_items(self, request: Request) -> Response:
-        try:
-            stored = self._stored(request)
-            limit = _int_param(request, "limit", 20)
-            if not 1 <= limit <= 100:
-                raise InvalidRequest("limit must be between 1 and 100.", param="limit")
-            order = request.query_params.get("order", "desc")
-            if order not in ("asc", "desc"):
-                raise InvalidRequest("order must be 'asc' or 'desc'.", param="order")
-            items = stored.context if order == "asc" else stored.context[::-1]
-            after = request.query_params.get("after")
-            if after is not None:
-                ids = [item.get("id") for item in items]
-                if after not in ids:
-                    raise InvalidRequest(f"No input item with id '{after}'.", param="after")
-                items = items[ids.index(after) + 1:]
-        except ParlanceError as exc:
-            return error_json(render_error(exc))
+    async def _input_items(self, request: Request) -> Response:
+        stored = self._stored(request)
+        limit = _int_param(request, "limit", 20)
+        if not 1 <= limit <= 100:
+            raise InvalidRequest("limit must be between 1 and 100.", param="limit")
+        order = request.query_params.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise InvalidRequest("order must be 'asc' or 'desc'.", param="order")
+        items = stored.context if order == "asc" else stored.context[::-1]
+        after = request.query_params.get("after")
+        if after is not None:
+            ids = [item.get("id") for item in items]
+            if after not in ids:
+                raise InvalidRequest(f"No input item with id '{after}'.", param="after")
+            items = items[ids.index(after) + 1:]
         page = items[:limit]
         return JSONResponse({"object": "list", "data": page,
                              "first_id": page[0]["id"] if page else None,
                              "last_id": page[-1]["id"] if page else None,
                              "has_more": len(items) > limit})
 
-    async def input_tokens(self, request: Request) -> Response:
-        try:
-            authorize(request, self.settings.api_keys)
-            body = await read_json(request)
-            if isinstance(body, dict):
-                body = {**body, "stream": False, "background": False}
-            call = self.memory.recall(self.dialect.parse(body))
-            model, _ = self.models.resolve(call.request.model)
-            count = await model.engine.count_tokens(call.request)
-        except ParlanceError as exc:
-            return error_json(render_error(exc))
+    async def _input_tokens(self, request: Request) -> Response:
+        body = await read_json(request)
+        if isinstance(body, dict):
+            body = {**body, "stream": False, "background": False}
+        call = self.memory.recall(self.dialect.parse(body))
+        model, _ = self.models.resolve(call.request.model)
+        count = await model.engine.count_tokens(call.request)
         return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
 
-    async def cancel(self, request: Request) -> Response:
-        try:
-            self._stored(request)
-            raise InvalidRequest("Only background responses can be cancelled, and this "
-                                 "server runs none.", param="response_id")
-        except ParlanceError as exc:
-            return error_json(render_error(exc))
+    async def _cancel(self, request: Request) -> Response:
+        self._stored(request)
+        raise InvalidRequest("Only background responses can be cancelled, and this server "
+                             "runs none.", param="response_id")
 
 
 def _int_param(request: Request, name: str, default: int | None) -> Any:

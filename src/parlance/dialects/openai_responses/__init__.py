@@ -18,6 +18,7 @@ from parlance.core.events import Event, Finish, FinishReason, Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
+from parlance.dialects import openai_tools
 from parlance.dialects.openai_common import new_id, now, render_error
 from parlance.dialects.openai_responses import request as wire
 from parlance.dialects.openai_responses.output import OutputBuilder
@@ -37,7 +38,7 @@ class ResponsesCall(Call):
 
 
 def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]]) -> GenerationRequest:
-    tools = wire.tool_specs(body.tools)
+    tools = openai_tools.tool_specs(body.tools or [], "tools[{i}]")
     messages = wire.messages_of(context)
     if body.instructions:
         messages.insert(0, Message("system", body.instructions))
@@ -166,15 +167,17 @@ class ResponsesEncoder:
 
     def close(self) -> list[Frame]:
         incomplete = self._reason is FinishReason.LENGTH
-        frames = self._frames(self._builder.close(incomplete=incomplete))
-        self.final = self.snapshot("incomplete" if incomplete else "completed")
-        kind = "response.incomplete" if incomplete else "response.completed"
-        return [*frames, self._frame(kind, {"response": self.final}), Frame(DONE)]
+        return self._end("incomplete" if incomplete else "completed")
 
     def fail(self, error: ParlanceError) -> list[Frame]:
-        frames = self._frames(self._builder.close(incomplete=True))
-        self.final = self.snapshot("failed", error)
-        return [*frames, self._frame("response.failed", {"response": self.final}), Frame(DONE)]
+        return self._end("failed", error)
+
+    def _end(self, status: str, error: ParlanceError | None = None) -> list[Frame]:
+        """Close the open item, then the one terminal event, then [DONE]."""
+        frames = self._frames(self._builder.close(incomplete=status != "completed"))
+        self.final = self.snapshot(status, error)
+        terminal = self._frame(terminal_event(status), {"response": self.final})
+        return [*frames, terminal, Frame(DONE)]
 
     def outcome(self) -> dict[str, Any]:
         """What is stored: the terminal response, or, for a stream that never reached
@@ -260,7 +263,10 @@ class OpenAIResponses:
         return render_error(error)
 
 
-_TERMINAL = {"completed": "response.completed", "failed": "response.failed"}
+def terminal_event(status: str) -> str:
+    """The one event that ends a stream with this status (cancelled ends incomplete)."""
+    return {"completed": "response.completed", "failed": "response.failed"}.get(
+        status, "response.incomplete")
 
 
 def replay(response: dict[str, Any], starting_after: int | None) -> list[Frame]:
@@ -273,7 +279,7 @@ def replay(response: dict[str, Any], starting_after: int | None) -> list[Frame]:
               *builder.replay_items(output)]
     status = response.get("status")
     if status != "in_progress":
-        events.append((_TERMINAL.get(status, "response.incomplete"), {"response": response}))
+        events.append((terminal_event(status), {"response": response}))
     frames = [Frame({"type": kind, "sequence_number": n, **fields}, event=kind)
               for n, (kind, fields) in enumerate(events)
               if starting_after is None or n > starting_after]

@@ -10,16 +10,16 @@ from pydantic import Field, field_validator
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
-from parlance.core.tools import ReasoningEffort, ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
+from parlance.core.tools import ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
+from parlance.dialects import openai_tools
 from parlance.dialects.openai_common import new_id
+from parlance.dialects.openai_tools import FunctionName
 from parlance.dialects.wire import WireModel
-
-Name = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_\-]{1,64}$")]
 
 
 class FunctionTool(WireModel):
     type: Literal["function"]
-    name: Name
+    name: FunctionName
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -37,7 +37,7 @@ class Reasoning(WireModel):
 
 class TextFormat(WireModel):
     type: Literal["text", "json_object", "json_schema"]
-    name: Name | None = None
+    name: FunctionName | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     strict: bool | None = None
     description: str | None = None
@@ -85,32 +85,10 @@ class ResponsesRequest(WireModel):
         return value
 
 
-def tool_specs(tools: list[FunctionTool] | None) -> tuple[ToolSpec, ...]:
-    seen: set[str] = set()
-    specs = []
-    for i, tool in enumerate(tools or ()):
-        if tool.name in seen:
-            raise InvalidRequest(f"Tool names must be unique; '{tool.name}' appears twice.",
-                                 param=f"tools[{i}].name")
-        seen.add(tool.name)
-        specs.append(ToolSpec(tool.name, tool.description or "",
-                              tool.parameters or {"type": "object", "properties": {}},
-                              bool(tool.strict), param=f"tools[{i}].parameters"))
-    return tuple(specs)
-
-
 def tool_choice(req: ResponsesRequest, tools: tuple[ToolSpec, ...]) -> ToolChoice:
-    choice = req.tool_choice
-    if choice is None:
-        return ToolChoice("auto" if tools else "none")
-    if isinstance(choice, NamedFunction):
-        if choice.name not in {t.name for t in tools}:
-            raise InvalidRequest(f"tool_choice names the function '{choice.name}', which is "
-                                 "not in tools.", param="tool_choice")
-        return ToolChoice("named", choice.name)
-    if choice == "required" and not tools:
-        raise InvalidRequest("tool_choice 'required' needs tools.", param="tool_choice")
-    return ToolChoice(choice)
+    named = req.tool_choice.name if isinstance(req.tool_choice, NamedFunction) else None
+    plain = None if named is not None else req.tool_choice
+    return openai_tools.tool_choice(plain, named, tools)  # type: ignore[arg-type]
 
 
 def response_format(text: TextConfig | None) -> ResponseFormat | None:
@@ -127,8 +105,8 @@ def response_format(text: TextConfig | None) -> ResponseFormat | None:
 
 
 def reasoning(req: ResponsesRequest) -> ReasoningRequest | None:
-    effort = req.reasoning.effort if req.reasoning else None
-    return ReasoningRequest(ReasoningEffort(effort), "reasoning.effort") if effort else None
+    return openai_tools.reasoning(req.reasoning.effort if req.reasoning else None,
+                                  "reasoning.effort")
 
 
 # -- input items ----------------------------------------------------------------------

@@ -172,9 +172,8 @@ class Sequence:
             self._emitter.send(self._stops.push(tail, None) if tail else [])
             self._emitter.send(self._stops.flush(), final=True)
         self._emitter.close()
-        parser = self._emitter.parser
-        if reason is FinishReason.STOP and parser is not None and parser.called:
-            reason = FinishReason.TOOL_CALLS
+        if self._emitter.parser is not None:
+            reason = self._emitter.parser.finish_reason(reason)
         self.job.emit(Finish(reason, index=self.index))
         self.finished, self.pending = True, None
         return False

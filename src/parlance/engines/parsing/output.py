@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from parlance.core.events import Event, ReasoningDelta, TextDelta, ToolCallStart
+from parlance.core.events import Event, FinishReason, ReasoningDelta, TextDelta, ToolCallStart
 from parlance.engines.parsing.calls import CallStream
 from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
 from parlance.engines.text import partial_suffix
@@ -48,6 +48,10 @@ class OutputParser:
     @property
     def called(self) -> bool:
         return self.calls > 0
+
+    def finish_reason(self, reason: FinishReason) -> FinishReason:
+        """A choice that stopped by itself after calling tools finished for the calls."""
+        return FinishReason.TOOL_CALLS if reason is FinishReason.STOP and self.called else reason
 
     def push(self, text: str) -> list[Event]:
         self._buf += text
@@ -98,16 +102,10 @@ class OutputParser:
                 self._buf = stripped
                 self._open_region("")
                 return True
-        markers = self._markers()
-        hits = [(at, m) for m in markers if (at := self._buf.find(m)) >= 0]
-        if not hits:
-            keep = partial_suffix(self._buf, markers)
-            self._content(self._buf[:len(self._buf) - keep], out)
-            self._buf = self._buf[len(self._buf) - keep:]
+        text, marker = self._take_until(self._markers())
+        self._content(text, out)
+        if marker is None:
             return False
-        at, marker = min(hits)
-        self._content(self._buf[:at], out)
-        self._buf = self._buf[at + len(marker):]
         if self._reasoning and marker == self._reasoning.open:
             self.mode, self._strip = Mode.REASONING, True
         else:
@@ -115,34 +113,35 @@ class OutputParser:
         return True
 
     def _in_reasoning(self, out: list[Event]) -> bool:
-        close = self._reasoning.close  # type: ignore[union-attr]
-        at = self._buf.find(close)
-        if at < 0:
-            keep = partial_suffix(self._buf, [close])
-            self._reasoning_text(self._buf[:len(self._buf) - keep], out)
-            self._buf = self._buf[len(self._buf) - keep:]
+        text, close = self._take_until([self._reasoning.close])  # type: ignore[union-attr]
+        self._reasoning_text(text, out)
+        if close is None:
             return False
-        self._reasoning_text(self._buf[:at], out)
-        self._buf = self._buf[at + len(close):]
         self.mode, self._strip = Mode.CONTENT, True
         return True
 
     def _in_calls(self, out: list[Event]) -> bool:
         close = self._syntax.close if self._syntax else None
+        text, found = self._take_until([close]) if close else (self._buf, None)
         if close is None:
-            self._feed_region(self._buf, out)
             self._buf = ""
+        self._feed_region(text, out)
+        if found is None:
             return False
-        at = self._buf.find(close)
-        if at < 0:
-            keep = partial_suffix(self._buf, [close])
-            self._feed_region(self._buf[:len(self._buf) - keep], out)
-            self._buf = self._buf[len(self._buf) - keep:]
-            return False
-        self._feed_region(self._buf[:at], out)
-        self._buf = self._buf[at + len(close):]
-        self._close_region(out, close)
+        self._close_region(out, found)
         return True
+
+    def _take_until(self, markers: list[str]) -> tuple[str, str | None]:
+        """Take the text before the earliest marker and the marker itself; with no
+        marker yet, all the text except what may be the start of one."""
+        hits = [(at, m) for m in markers if (at := self._buf.find(m)) >= 0]
+        if hits:
+            at, marker = min(hits)
+            text, self._buf = self._buf[:at], self._buf[at + len(marker):]
+            return text, marker
+        cut = len(self._buf) - partial_suffix(self._buf, markers)
+        text, self._buf = self._buf[:cut], self._buf[cut:]
+        return text, None
 
     # -- emission -------------------------------------------------------------
 
