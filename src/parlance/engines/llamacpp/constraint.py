@@ -5,7 +5,8 @@ logit of -inf in the context's own output row, so whichever sampler runs next
 (greedy argmax or a llama.cpp chain) can only pick an allowed token. A stateless
 greedy pick is checked first instead and the row masked only when the grammar
 rejects it, as llama.cpp's own sampler does: the model keeps its own pick
-whenever that is valid, and most tokens cost no mask over the whole vocabulary.
+whenever that is valid, and an accepted pick costs no mask over the whole vocabulary
+(how often that happens is not measured by bench/).
 (llguidance's mask may leave out a valid token for a longer one that spells the
 same text, so the two ways can tokenize valid output differently.)
 """
