@@ -7,6 +7,7 @@ streamed and non-streamed answers cannot drift apart.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from parlance.core.errors import ParlanceError
 from parlance.core.events import (
@@ -14,6 +15,7 @@ from parlance.core.events import (
     Failed,
     Finish,
     FinishReason,
+    ModelLoad,
     Progress,
     ReasoningDelta,
     TextDelta,
@@ -21,25 +23,50 @@ from parlance.core.events import (
     ToolCallArgs,
     ToolCallEnd,
     ToolCallStart,
+    ToolRefused,
+    ToolResult,
     Usage,
 )
+from parlance.core.tools import ToolProvider
 
 
 @dataclass(slots=True)
 class ToolCallResult:
+    """A call as the model made it; for a server-side call also what came of it."""
+
     call_id: str
     name: str
     arguments: str = ""
+    provider: ToolProvider | None = None
+    output: str | None = None  # the tool ran and said this
+    refused: ToolRefused | None = None  # the tool was not run, and why
+
+
+@dataclass(slots=True)
+class TextPart:
+    kind: Literal["text", "reasoning"]
+    text: str
 
 
 @dataclass(slots=True)
 class ChoiceResult:
+    """One choice's output, merged (`text`, `reasoning`, `tool_calls`) and in the
+    order it was generated (`parts`: text and reasoning runs and calls, interleaved)."""
+
     index: int
     text: str = ""
     reasoning: str = ""
     tool_calls: list[ToolCallResult] = field(default_factory=list)
     logprobs: list[TokenLogprob] | None = None
     finish_reason: FinishReason | None = None
+    parts: list[TextPart | ToolCallResult] = field(default_factory=list)
+
+    def add_text(self, kind: Literal["text", "reasoning"], text: str) -> None:
+        last = self.parts[-1] if self.parts else None
+        if isinstance(last, TextPart) and last.kind == kind:
+            last.text += text
+        elif text:
+            self.parts.append(TextPart(kind, text))
 
 
 @dataclass(slots=True)
@@ -47,6 +74,7 @@ class Completion:
     choices: dict[int, ChoiceResult] = field(default_factory=dict)
     usage: Usage | None = None
     error: ParlanceError | None = None
+    load_seconds: float | None = None  # the model was loaded for this request
 
     def choice(self, index: int) -> ChoiceResult:
         found = self.choices.get(index)
@@ -70,14 +98,26 @@ class Accumulator:
             case TextDelta(text=text, index=index, logprobs=logprobs):
                 choice = result.choice(index)
                 choice.text += text
+                choice.add_text("text", text)
                 if logprobs is not None:
                     choice.logprobs = (choice.logprobs or []) + list(logprobs)
             case ReasoningDelta(text=text, index=index):
-                result.choice(index).reasoning += text
-            case ToolCallStart(call_id=call_id, name=name, index=index):
-                result.choice(index).tool_calls.append(ToolCallResult(call_id, name))
+                choice = result.choice(index)
+                choice.reasoning += text
+                choice.add_text("reasoning", text)
+            case ToolCallStart(call_id=call_id, name=name, index=index, provider=provider):
+                call = ToolCallResult(call_id, name, provider=provider)
+                result.choice(index).tool_calls.append(call)
+                result.choice(index).parts.append(call)
             case ToolCallArgs(fragment=fragment, index=index, call_index=call_index):
                 result.choice(index).tool_calls[call_index].arguments += fragment
+            case ToolResult(output=output, index=index, call_index=call_index):
+                result.choice(index).tool_calls[call_index].output = output
+            case ToolRefused(index=index, call_index=call_index):
+                result.choice(index).tool_calls[call_index].refused = event
+            case ModelLoad(seconds=seconds):
+                if seconds is not None:
+                    result.load_seconds = seconds
             case ToolCallEnd() | Progress():
                 pass
             case Finish(reason=reason, index=index):

@@ -13,6 +13,8 @@ envelope and status code, so no layer ever matches error *text*.
     ├── ContextOverflow         prompt + max tokens do not fit the context
     ├── Overloaded              admission queue full (carries retry_after)
     ├── RequestTimeout          ran past the request timeout
+    ├── ToolServerUnreachable   an MCP server for server-side tools failed us
+    ├── NotImplementedHere      a documented feature this server does not offer
     └── EngineFailure           the engine broke while generating
 """
 
@@ -82,6 +84,21 @@ class RequestTimeout(ParlanceError):
 
     def __init__(self, message: str = "The request ran past the server's request timeout."):
         super().__init__(message, code="request_timeout")
+
+
+class ToolServerUnreachable(ParlanceError):
+    """`configured`: the operator's own server (a plugin) rather than one the request named."""
+
+    kind = "tool_server"
+
+    def __init__(self, message: str, *, configured: bool, param: str | None = None):
+        super().__init__(message, param=param,
+                         code="plugin_connection_error" if configured else "mcp_connection_error")
+        self.configured = configured
+
+
+class NotImplementedHere(ParlanceError):
+    kind = "not_implemented"
 
 
 class EngineFailure(ParlanceError):

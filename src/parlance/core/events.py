@@ -4,7 +4,9 @@ Merge rules (what the accumulator does, and what every encoder may rely on):
 - `TextDelta`/`ReasoningDelta` texts concatenate per choice `index`, in order.
 - A tool call is `ToolCallStart`, zero or more `ToolCallArgs` (concatenated),
   then `ToolCallEnd`, all with the same `index` and `call_index`.
-- `Progress` is advisory and may be dropped by a dialect.
+- A server-side tool call (one the server runs itself, e.g. on an MCP server)
+  is followed by its `ToolResult` or `ToolRefused`, same `index`/`call_index`.
+- `Progress` and `ModelLoad` are advisory and may be dropped by a dialect.
 - Each choice ends with exactly one `Finish`; after every choice has finished
   the engine sends one `Usage` for the whole request.
 - `Failed` ends the stream early; nothing follows it.
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from parlance.core.errors import ParlanceError
+from parlance.core.tools import ToolProvider
 
 
 class FinishReason(str, Enum):
@@ -62,10 +65,14 @@ class ReasoningDelta:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallStart:
+    """`provider` is set for a call the server runs itself (None: the client runs it,
+    or no known tool has that name)."""
+
     call_id: str
     name: str
     index: int = 0
     call_index: int = 0
+    provider: ToolProvider | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +86,37 @@ class ToolCallArgs:
 class ToolCallEnd:
     index: int = 0
     call_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A server-side tool call ran; `output` is the tool's raw result text."""
+
+    output: str
+    index: int = 0
+    call_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRefused:
+    """A server-side tool call was not run: `kind` is "invalid_name" (no such tool)
+    or "invalid_arguments" (arguments not JSON or not valid for the tool's schema)."""
+
+    kind: str
+    reason: str
+    index: int = 0
+    call_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLoad:
+    """The model this request needs is being loaded: `progress` from 0 to 1, and on
+    the last event `seconds`, the load time. Only a request that caused the load
+    sees these."""
+
+    model: str
+    progress: float
+    seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +171,9 @@ Event = (
     | ToolCallStart
     | ToolCallArgs
     | ToolCallEnd
+    | ToolResult
+    | ToolRefused
+    | ModelLoad
     | Progress
     | Finish
     | Usage

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 
@@ -25,3 +25,12 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
     tool_call_id: str | None = None
     reasoning: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able record, for stored conversations."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Message:
+        calls = tuple(ToolCall(**c) for c in record.get("tool_calls") or ())
+        return cls(**{**record, "tool_calls": calls})

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from parlance.core.messages import Message
-from parlance.core.tools import ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
+from parlance.core.tools import (
+    ReasoningRequest,
+    ResponseFormat,
+    ToolChoice,
+    ToolServerRef,
+    ToolSpec,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,9 @@ class GenerationRequest:
     parallel_tool_calls: bool = True
     response_format: ResponseFormat | None = None
     reasoning: ReasoningRequest | None = None  # None: the model's default
+    # Tools the server runs itself; the server turns them into `tools` before an
+    # engine sees the request (engines never run tools).
+    tool_servers: tuple[ToolServerRef, ...] = ()
 
     @property
     def callable_tools(self) -> tuple[ToolSpec, ...]:

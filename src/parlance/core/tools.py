@@ -24,6 +24,28 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolProvider:
+    """Who runs a server-side tool: an MCP server the request named (`ephemeral_mcp`,
+    `label` its server_label) or one the operator configured (`plugin`, `label` its id)."""
+
+    kind: Literal["ephemeral_mcp", "plugin"]
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServerRef:
+    """A server whose tools the server itself runs for this request: a plugin id the
+    operator configured, or an MCP server URL the request named. `allowed_tools`
+    None allows every tool it lists. `param` names it in the client's request."""
+
+    provider: ToolProvider
+    url: str | None = None  # ephemeral MCP servers only
+    allowed_tools: tuple[str, ...] | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    param: str = "integrations"
+
+
+@dataclass(frozen=True, slots=True)
 class ToolChoice:
     """`none`: never call; `auto`: the model decides; `required`: at least one call;
     `named`: exactly the function `name`."""

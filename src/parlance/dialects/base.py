@@ -73,7 +73,10 @@ class Dialect(Protocol):
 @runtime_checkable
 class Stateful(Protocol):
     """A dialect whose calls continue stored conversations and are stored themselves.
-    Pure like every dialect: the server does the loading and saving."""
+    Pure like every dialect: the server does the loading and saving.
+    `stored_kind` keeps each API's stored conversations apart."""
+
+    stored_kind: str
 
     def previous_id(self, call: Call) -> str | None: ...
 

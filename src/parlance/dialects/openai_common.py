@@ -26,6 +26,8 @@ _STATUS = {
     "context_overflow": (403, "tokens_exceeded_error"),
     "overloaded": (429, "rate_limit_error"),
     "timeout": (408, "timeout_error"),
+    "tool_server": (424, "external_connector_error"),
+    "not_implemented": (501, "invalid_request_error"),
     "engine_failure": (500, "server_error"),
     "internal": (500, "server_error"),
 }

@@ -19,7 +19,7 @@ class Memory:
         previous_id = self.dialect.previous_id(call)
         if previous_id is None:
             return call
-        previous = self.store.get(previous_id)
+        previous = self.store.get(previous_id, self.dialect.stored_kind)
         if previous is None:
             raise InvalidRequest(f"Previous response with id '{previous_id}' not found.",
                                  param="previous_response_id",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.routing import Route
 
 from parlance.dialects.base import Dialect
+from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.openai_chat import OpenAIChat
 from parlance.dialects.openai_completions import OpenAICompletions
 from parlance.dialects.openai_responses import OpenAIResponses
@@ -15,11 +16,12 @@ from parlance.server.metrics import MetricsEndpoint
 from parlance.server.stored_responses import StoredResponses
 from parlance.store.responses import ResponseStore
 
-# Each generation endpoint is also reachable without the /v1 prefix, as llama.cpp allows.
+# Each OpenAI endpoint is also reachable without the /v1 prefix, as llama.cpp allows.
 GENERATION: tuple[tuple[str, type[Dialect]], ...] = (
     ("/v1/chat/completions", OpenAIChat),
     ("/v1/completions", OpenAICompletions),
     ("/v1/responses", OpenAIResponses),
+    ("/api/v1/chat", LMStudioChat),
 )
 
 
@@ -41,5 +43,6 @@ def build_routes(models: ServedModels, settings: ServerSettings,
     for path, dialect in GENERATION:
         handler = GenerationHandler(dialect(), models, settings, store)
         routes.append(Route(path, handler.handle, methods=["POST"]))
-        routes.append(Route(path.removeprefix("/v1"), handler.handle, methods=["POST"]))
+        if path.startswith("/v1/"):
+            routes.append(Route(path.removeprefix("/v1"), handler.handle, methods=["POST"]))
     return routes

@@ -1,6 +1,8 @@
 """Stored responses: the response object as last rendered, and every input item the
 model saw (the chain of earlier turns plus this request's input), so a later
 request can continue from it with `previous_response_id`, even after a restart.
+`kind` says which API stored it ("response" for OpenAI Responses, "chat" for
+LM Studio chats): each continues only its own.
 
 One SQLite file under the data directory (in memory when there is none). Calls
 are short and run on the event loop's thread; WAL keeps a crash from losing
@@ -21,10 +23,12 @@ CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY,
     created_at REAL NOT NULL,
     response TEXT NOT NULL,
-    context TEXT NOT NULL
+    context TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'response'
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
 """
+RESPONSE = "response"
 DEFAULT_RETENTION = 10_000
 
 
@@ -32,7 +36,8 @@ DEFAULT_RETENTION = 10_000
 class StoredResponse:
     id: str
     response: dict[str, Any]
-    context: list[dict[str, Any]]  # input items, each with an id
+    context: list[dict[str, Any]]  # input items (Responses: each with an id)
+    kind: str = RESPONSE
 
 
 class ResponseStore:
@@ -46,31 +51,36 @@ class ResponseStore:
         if path is not None:
             self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+        if "kind" not in columns:  # a store written before chats were stored
+            self._db.execute("ALTER TABLE responses ADD COLUMN kind TEXT NOT NULL "
+                             f"DEFAULT '{RESPONSE}'")
 
     def put(self, record: StoredResponse) -> None:
         """Insert or replace (a streamed response is stored again when it ends)."""
         with self._db:
             self._db.execute(
-                "INSERT INTO responses (id, created_at, response, context) VALUES (?, ?, ?, ?) "
+                "INSERT INTO responses (id, created_at, response, context, kind) "
+                "VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET response = excluded.response, "
                 "context = excluded.context",
                 (record.id, time.time(), json.dumps(record.response),
-                 json.dumps(record.context)))
+                 json.dumps(record.context), record.kind))
             self._db.execute(
                 "DELETE FROM responses WHERE id NOT IN "
                 "(SELECT id FROM responses ORDER BY created_at DESC LIMIT ?)", (self.retention,))
 
-    def get(self, response_id: str) -> StoredResponse | None:
-        row = self._db.execute("SELECT response, context FROM responses WHERE id = ?",
-                               (response_id,)).fetchone()
+    def get(self, response_id: str, kind: str = RESPONSE) -> StoredResponse | None:
+        row = self._db.execute("SELECT response, context FROM responses "
+                               "WHERE id = ? AND kind = ?", (response_id, kind)).fetchone()
         if row is None:
             return None
-        return StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]))
+        return StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]), kind)
 
-    def delete(self, response_id: str) -> bool:
+    def delete(self, response_id: str, kind: str = RESPONSE) -> bool:
         with self._db:
-            return self._db.execute("DELETE FROM responses WHERE id = ?",
-                                    (response_id,)).rowcount > 0
+            return self._db.execute("DELETE FROM responses WHERE id = ? AND kind = ?",
+                                    (response_id, kind)).rowcount > 0
 
     def close(self) -> None:
         self._db.close()

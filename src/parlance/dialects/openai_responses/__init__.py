@@ -190,6 +190,7 @@ class ResponsesEncoder:
 
 class OpenAIResponses:
     framing = "sse"
+    stored_kind = "response"
 
     def parse(self, body: Any) -> ResponsesCall:
         req = parse_body(wire.ResponsesRequest, body)
