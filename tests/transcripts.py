@@ -35,3 +35,4 @@ def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
                    "parlance.dialects.openai_responses.request"):
         monkeypatch.setattr(f"{module}.new_id", lambda prefix: f"{prefix}test")
     monkeypatch.setattr("parlance.engines.parsing.calls.new_call_id", lambda: "call_test")
+    monkeypatch.setattr("parlance.dialects.lmstudio.new_response_id", lambda: "resp_" + "0" * 48)

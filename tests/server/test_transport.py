@@ -17,8 +17,8 @@ CHAT = "/v1/chat/completions"
 HELLO = {"messages": [{"role": "user", "content": "Hello!"}]}
 
 
-async def _asgi_stream(app, body: dict, *, disconnect_after: int | None = None,
-                       timeout: float = 5.0) -> list[bytes]:
+async def asgi_stream(app, body: dict, *, disconnect_after: int | None = None,
+                      timeout: float = 5.0, path: str = CHAT) -> list[bytes]:
     """Drive the app over raw ASGI; optionally disconnect after N body messages."""
     sent: list[bytes] = []
     gone = asyncio.Event()
@@ -40,7 +40,7 @@ async def _asgi_stream(app, body: dict, *, disconnect_after: int | None = None,
                 gone.set()
 
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": CHAT, "raw_path": CHAT.encode(),
+             "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
              "query_string": b"", "headers": [(b"content-type", b"application/json")],
              "server": ("test", 80), "client": ("test", 1)}
     await asyncio.wait_for(app(scope, receive, send), timeout)
@@ -51,7 +51,7 @@ async def test_keepalive_comment_while_engine_is_silent():
     engine = FakeEngine()
     engine.enqueue(0.35, TextDelta("late"), Finish(FinishReason.STOP), Usage(1, 1))
     app = make_app(engine, keepalive_seconds=0.1)
-    chunks = await _asgi_stream(app, {**HELLO, "stream": True})
+    chunks = await asgi_stream(app, {**HELLO, "stream": True})
     body = b"".join(chunks).decode()
     pings = [c for c in chunks if c.startswith(b": ")]
     assert len(pings) >= 2
@@ -63,7 +63,7 @@ async def test_disconnect_mid_stream_cancels_generation():
     engine = FakeEngine()
     engine.enqueue(*[x for i in range(1000) for x in (TextDelta(f"t{i}"), 0.002)])
     app = make_app(engine)
-    chunks = await _asgi_stream(app, {**HELLO, "stream": True}, disconnect_after=3)
+    chunks = await asgi_stream(app, {**HELLO, "stream": True}, disconnect_after=3)
     generation = engine.generations[-1]
     assert generation.cancelled
     assert not generation.finished
@@ -106,7 +106,7 @@ async def test_request_timeout_stream_ends_with_timeout_error_frame():
     engine = FakeEngine()
     engine.enqueue(TextDelta("a"), 2.0, TextDelta("b"))
     app = make_app(engine, request_timeout=0.2)
-    frames = sse_data(b"".join(await _asgi_stream(app, {**HELLO, "stream": True})).decode())
+    frames = sse_data(b"".join(await asgi_stream(app, {**HELLO, "stream": True})).decode())
     assert frames[-2] == {"error": {"message": "The request ran past the server's request "
                                                "timeout.", "type": "timeout_error",
                                     "param": None, "code": "request_timeout"}}

@@ -87,14 +87,17 @@ class RequestTimeout(ParlanceError):
 
 
 class ToolServerUnreachable(ParlanceError):
-    """`configured`: the operator's own server (a plugin) rather than one the request named."""
+    """`configured`: the operator's own server (a plugin) rather than one the request
+    named. `server_fault`: the operator's server is broken, not the request."""
 
     kind = "tool_server"
 
-    def __init__(self, message: str, *, configured: bool, param: str | None = None):
+    def __init__(self, message: str, *, configured: bool, param: str | None = None,
+                 client_fault: bool = False):
         super().__init__(message, param=param,
                          code="plugin_connection_error" if configured else "mcp_connection_error")
         self.configured = configured
+        self.server_fault = configured and not client_fault
 
 
 class NotImplementedHere(ParlanceError):

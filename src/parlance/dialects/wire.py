@@ -16,14 +16,29 @@ class WireModel(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
 
 
-def param_path(loc: tuple[Any, ...]) -> str:
+def param_path(loc: tuple[Any, ...], body: Any = None) -> str:
+    """The client's name for an error location. Pydantic also puts union member
+    names and discriminator tags in locations; a tag is recognised as the `type`
+    of the object at that point of the body."""
     out = ""
-    for part in loc:
+    for n, part in enumerate(loc):
+        if (isinstance(body, dict) and part not in body and part == body.get("type")
+                and n < len(loc) - 1):  # (the last part is the field in question)
+            continue
         if isinstance(part, int):
             out += f"[{part}]"
         elif not _is_union_tag(part):
             out += f".{part}" if out else str(part)
+        body = _step(body, part)
     return out
+
+
+def _step(body: Any, part: Any) -> Any:
+    if isinstance(body, dict):
+        return body.get(part)
+    if isinstance(body, list) and isinstance(part, int) and 0 <= part < len(body):
+        return body[part]
+    return None
 
 
 def _is_union_tag(part: str) -> bool:
@@ -38,7 +53,7 @@ def parse_body(model: type[M], body: Any) -> M:
         return model.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
-        param = param_path(first["loc"]) or None
+        param = param_path(first["loc"], body) or None
         problem = first["msg"]
         if first["type"] == "missing":
             raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param,

@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,9 @@ from parlance.core.events import Event, Failed, Usage
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import Call, Dialect, ErrorResponse, Served, Stateful, Truncating
 from parlance.engines.base import Generation
+from parlance.integrations.loop import ToolLoop
+from parlance.integrations.settings import IntegrationSettings
+from parlance.integrations.toolbox import Toolbox
 from parlance.models.served import ServedModels
 from parlance.server.auth import authorize
 from parlance.server.framing import encode
@@ -49,6 +52,7 @@ class ServerSettings:
     request_timeout: float = 120.0
     data_dir: Path | None = None  # stored responses; None keeps them in memory
     responses_retention: int = DEFAULT_RETENTION
+    integrations: IntegrationSettings = field(default_factory=IntegrationSettings)
 
 
 def error_json(rendered: ErrorResponse) -> Response:
@@ -80,32 +84,48 @@ class GenerationHandler:
 
     async def handle(self, request: Request) -> Any:
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
+        toolbox = None
         try:
             authorize(request, self.settings.api_keys)
             call = self.dialect.parse(await read_json(request))
             if self.memory is not None:
                 call = self.memory.recall(call)
             model, echoed_id = self.models.resolve(call.request.model)
-            call, generation = await self._start(call, model)
+            if call.request.tool_servers:
+                toolbox = await Toolbox.open(call.request.tool_servers,
+                                             self.settings.integrations)
+                call = _with_tools(call, toolbox)
+            call, generation = await self._start(call, model, toolbox)
         except ParlanceError as exc:
+            if toolbox is not None:
+                await toolbox.aclose()
             return error_response(self.dialect, exc)
         served = Served(echoed_id, generation.prompts)
         if call.stream:
             return EventStreamResponse(
-                self._frames(call, served, generation, deadline),
+                self._frames(call, served, generation, deadline, toolbox),
                 framing=self.dialect.framing,
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=generation.cancel,
             )
-        return await self._complete(request, call, served, generation, deadline)
+        try:
+            return await self._complete(request, call, served, generation, deadline)
+        finally:
+            if toolbox is not None:
+                await toolbox.aclose()
 
-    async def _start(self, call: Call, model: Any) -> tuple[Call, Generation]:
-        """Start the generation; for a `Truncating` dialect, drop the oldest turns
-        until the prompt fits the context."""
+    async def _start(self, call: Call, model: Any,
+                     toolbox: Toolbox | None) -> tuple[Call, Generation]:
+        """Start the generation (inside the server-side tool loop when there are
+        server-side tools); for a `Truncating` dialect, drop the oldest turns until
+        the prompt fits the context."""
         while True:
             request = with_sampling_defaults(call.request, dict(model.spec.sampling))
             try:
-                return call, await model.engine.start(request)
+                generation = await model.engine.start(request)
+                if toolbox is not None:
+                    generation = ToolLoop(generation, request, toolbox, model.engine.start)
+                return call, generation
             except ContextOverflow:
                 if not isinstance(self.dialect, Truncating):
                     raise
@@ -115,7 +135,7 @@ class GenerationHandler:
                 call = smaller
 
     async def _frames(self, call: Call, served: Served, generation: Generation,
-                      deadline: float) -> AsyncIterator[bytes]:
+                      deadline: float, toolbox: Toolbox | None) -> AsyncIterator[bytes]:
         framing = self.dialect.framing
         encoder = self.dialect.encoder(call, served)
         try:
@@ -134,6 +154,8 @@ class GenerationHandler:
         finally:  # also when the client left mid-stream: the outcome is stored as it is
             if self.memory is not None:
                 self.memory.keep(call, encoder.outcome())  # type: ignore[attr-defined]
+            if toolbox is not None:
+                await toolbox.aclose()
 
     async def _complete(self, request: Request, call: Call, served: Served,
                         generation: Generation, deadline: float) -> Response:
@@ -157,6 +179,12 @@ class GenerationHandler:
         if self.memory is not None:
             self.memory.keep(call, body)
         return JSONResponse(body)
+
+
+def _with_tools(call: Call, toolbox: Toolbox) -> Call:
+    """The call offering the model its server-side tools besides the client's own."""
+    request = call.request
+    return replace(call, request=replace(request, tools=(*request.tools, *toolbox.specs())))
 
 
 async def guarded(generation: Generation, deadline: float) -> AsyncIterator[Event]:

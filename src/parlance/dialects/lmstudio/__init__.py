@@ -59,11 +59,16 @@ def error_object(error: ParlanceError) -> dict[str, Any]:
 def render_error(error: ParlanceError) -> ErrorResponse:
     status, _ = _ERRORS.get(error.kind, _ERRORS["internal"])
     if isinstance(error, ToolServerUnreachable):
-        status = 500 if error.configured else 400  # the operator's server, or the client's
+        status = 500 if error.server_fault else 400
     headers = {}
     if isinstance(error, Overloaded):
         headers["retry-after"] = str(max(1, round(error.retry_after)))
     return ErrorResponse(status, {"error": error_object(error)}, headers)
+
+
+def new_response_id() -> str:
+    """`resp_` and 48 hex digits, the shape of LM Studio's ids."""
+    return "resp_" + secrets.token_hex(24)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +90,7 @@ class LMStudioChat:
                                  param="previous_response_id", code="invalid_value")
         thread = with_system_prompt([Message("user", user_text(req.input))], req.system_prompt)
         return ChatCall(generation_request(req, thread), req.stream, req,
-                        "resp_" + secrets.token_hex(24) if req.store else None, tuple(thread))
+                        new_response_id() if req.store else None, tuple(thread))
 
     # -- state ------------------------------------------------------------------
 

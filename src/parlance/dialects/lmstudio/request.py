@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message
@@ -50,7 +50,7 @@ class ChatRequest(WireModel):
     model: Annotated[str, Field(min_length=1)]
     input: str | list[InputItem]
     system_prompt: str | None = None
-    integrations: list[str | Integration] | None = None
+    integrations: list[Integration] | None = None
     stream: bool = False
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
     top_p: Probability | None = None
@@ -62,6 +62,14 @@ class ChatRequest(WireModel):
     context_length: Annotated[int, Field(ge=1)] | None = None
     store: bool = True
     previous_response_id: str | None = None
+
+    @field_validator("integrations", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        """A bare string is a plugin id."""
+        if isinstance(value, list):
+            return [{"type": "plugin", "id": v} if isinstance(v, str) else v for v in value]
+        return value
 
 
 def user_text(value: str | list[InputItem]) -> str:
@@ -82,12 +90,10 @@ def user_text(value: str | list[InputItem]) -> str:
     return "\n\n".join(texts)
 
 
-def tool_servers(integrations: list[str | Any] | None) -> tuple[ToolServerRef, ...]:
+def tool_servers(integrations: list[Any] | None) -> tuple[ToolServerRef, ...]:
     out = []
     for i, entry in enumerate(integrations or ()):
         param = f"integrations[{i}]"
-        if isinstance(entry, str):
-            entry = PluginIntegration(type="plugin", id=entry)
         allowed = tuple(entry.allowed_tools) if entry.allowed_tools is not None else None
         if isinstance(entry, PluginIntegration):
             out.append(ToolServerRef(ToolProvider("plugin", entry.id), None, allowed, (),

@@ -1,0 +1,145 @@
+"""The server-side tools of one request: its MCP servers opened, their tools listed
+and filtered by `allowed_tools`, offered to the model as tool specs, and each call
+checked (known name, arguments valid for the tool's schema) before it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from parlance.core.errors import ToolServerUnreachable
+from parlance.core.events import ToolRefused
+from parlance.core.tools import ToolProvider, ToolServerRef, ToolSpec
+from parlance.integrations.address_guard import check_public_url
+from parlance.integrations.mcp_session import Endpoint, McpFailure, McpSession, RemoteTool
+from parlance.integrations.settings import IntegrationSettings
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTool:
+    tool: RemoteTool
+    provider: ToolProvider
+    session: McpSession
+
+
+def _failure(ref: ToolServerRef, why: str) -> ToolServerUnreachable:
+    label = ref.provider.label
+    if ref.provider.kind == "plugin":
+        return ToolServerUnreachable(f"Could not connect to the plugin '{label}': {why}",
+                                     configured=True, param=ref.param)
+    return ToolServerUnreachable(f"Unable to connect to remote MCP server '{label}' at url "
+                                 f"'{ref.url}': {why}", configured=False, param=ref.param)
+
+
+async def _endpoint(ref: ToolServerRef, settings: IntegrationSettings) -> Endpoint:
+    """Where `ref` lives, once the operator's rules allow it."""
+    if ref.provider.kind == "plugin":
+        server = settings.plugin(ref.provider.label)
+        if server is None:
+            known = ", ".join(f"mcp/{label}" for label in settings.configured) or "none"
+            raise ToolServerUnreachable(
+                f"No plugin '{ref.provider.label}' is configured on this server "
+                f"(configured: {known}).", configured=True, param=ref.param, client_fault=True)
+        return Endpoint(url=server.url, headers=server.headers, command=server.command,
+                        args=server.args, env=server.env)
+    if not settings.allow_request_servers:
+        raise ToolServerUnreachable(
+            "This server does not allow per-request MCP servers (ephemeral_mcp); its "
+            "operator can enable them with `parlance serve --allow-request-mcp`.",
+            configured=False, param=ref.param)
+    assert ref.url is not None
+    await check_public_url(ref.provider.label, ref.url, settings.allowed_hosts, ref.param)
+    return Endpoint(url=ref.url, headers=ref.headers)
+
+
+class Toolbox:
+    def __init__(self, tools: dict[str, ServerTool], sessions: list[McpSession],
+                 settings: IntegrationSettings) -> None:
+        self._tools = tools
+        self._sessions = sessions
+        self.settings = settings
+
+    @classmethod
+    async def open(cls, refs: tuple[ToolServerRef, ...],
+                   settings: IntegrationSettings) -> Toolbox:
+        """Connect to every server at once; all or nothing (`ToolServerUnreachable`)."""
+        sessions: list[McpSession] = []
+        try:
+            endpoints = [await _endpoint(ref, settings) for ref in refs]
+            sessions = [McpSession(endpoint) for endpoint in endpoints]
+            outcomes = await asyncio.gather(
+                *(s.open(settings.connect_timeout) for s in sessions), return_exceptions=True)
+            for ref, outcome in zip(refs, outcomes):
+                if isinstance(outcome, McpFailure):
+                    raise _failure(ref, str(outcome))
+                if isinstance(outcome, BaseException):
+                    raise outcome
+        except BaseException:
+            await _close(sessions)
+            raise
+        tools: dict[str, ServerTool] = {}
+        for ref, session in zip(refs, sessions):
+            for tool in session.tools:
+                if ref.allowed_tools is None or tool.name in ref.allowed_tools:
+                    tools.setdefault(tool.name, ServerTool(tool, ref.provider, session))
+        return cls(tools, sessions, settings)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(ToolSpec(name, t.tool.description, t.tool.input_schema or
+                              {"type": "object", "properties": {}}, param="integrations")
+                     for name, t in self._tools.items())
+
+    def provider(self, name: str) -> ToolProvider | None:
+        found = self._tools.get(name)
+        return found.provider if found else None
+
+    def check(self, name: str, arguments: str) -> dict[str, Any] | ToolRefused:
+        """The arguments to run `name` with, or why the call may not run."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolRefused("invalid_name", f"Cannot find tool with name {name}.")
+        try:
+            value = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return ToolRefused("invalid_arguments",
+                               f"Arguments for tool {name} are not valid JSON: {exc}.")
+        if not isinstance(value, dict):
+            return ToolRefused("invalid_arguments",
+                               f"Arguments for tool {name} must be a JSON object.")
+        try:
+            problem = next(Draft202012Validator(tool.tool.input_schema).iter_errors(value), None)
+        except SchemaError:
+            problem = None  # the server's schema is broken; let the server judge
+        if problem is not None:
+            where = "/".join(str(p) for p in problem.absolute_path) or "arguments"
+            return ToolRefused("invalid_arguments",
+                               f"Invalid arguments for tool {name}: {where}: {problem.message}.")
+        return value
+
+    async def run(self, name: str, arguments: dict[str, Any]) -> str:
+        """The tool's raw output (an error result is output too: the model reads it);
+        `ToolServerUnreachable` when the server fails us."""
+        tool = self._tools[name]
+        try:
+            output, _ = await tool.session.call(name, arguments, self.settings.call_timeout)
+        except McpFailure as exc:
+            label = tool.provider.label
+            raise ToolServerUnreachable(f"The MCP server '{label}' failed while running "
+                                        f"{name}: {exc}",
+                                        configured=tool.provider.kind == "plugin") from exc
+        return output
+
+    async def aclose(self) -> None:
+        await _close(self._sessions)
+
+
+async def _close(sessions: list[McpSession]) -> None:
+    """Close even while the caller is being cancelled (a client that left)."""
+    with anyio.CancelScope(shield=True):
+        await asyncio.gather(*(s.aclose() for s in sessions), return_exceptions=True)
