@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -111,3 +112,21 @@ def test_batching_settings_from_flags_env_and_file(tmp_path):
     assert (resolved.parallel, resolved.queue_size, resolved.kv_unified) == (2, 3, True)
     resolved, _ = resolve_config({}, {"PARLANCE_KV_UNIFIED": "0"}, config)
     assert resolved.kv_unified is False
+
+
+def test_mcp_settings_from_flags_env_and_mcp_json(tmp_path):
+    from parlance.cli import integration_settings
+
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {
+        "hub": {"url": "http://10.0.0.5/mcp", "headers": {"Authorization": "Bearer t"}},
+        "files": {"command": "npx", "args": ["-y", "server-files"], "env": {"A": "1"}}}}))
+    config, _ = resolve_config({"allow_request_mcp": True, "data_dir": str(tmp_path)},
+                               {"PARLANCE_MCP_ALLOW_HOST": "localhost, mcp.lan"}, None)
+    settings = integration_settings(config)
+    assert settings.allow_request_servers and settings.allowed_hosts == ("localhost", "mcp.lan")
+    assert settings.plugin("mcp/hub").headers == (("Authorization", "Bearer t"),)
+    assert settings.plugin("files").command == "npx" and settings.plugin("nope") is None
+    (tmp_path / "bad.json").write_text('{"mcpServers": {"x": {}}}')
+    config, _ = resolve_config({"mcp_config": str(tmp_path / "bad.json")}, {}, None)
+    with pytest.raises(ValueError, match="needs a"):
+        integration_settings(config)

@@ -43,6 +43,16 @@ def _parser() -> argparse.ArgumentParser:
                        help="where stored responses live (SQLite)")
     serve.add_argument("--responses-retention", dest="responses_retention", type=int,
                        help="how many stored responses to keep (the newest)")
+    serve.add_argument("--allow-request-mcp", dest="allow_request_mcp", action="store_const",
+                       const=True, help="let requests name their own MCP servers "
+                       "(LM Studio's ephemeral_mcp integrations)")
+    serve.add_argument("--mcp-allow-host", dest="mcp_allow_host", action="append",
+                       help="a private or loopback host those servers may reach (repeatable)")
+    serve.add_argument("--mcp-config", dest="mcp_config", type=Path,
+                       help="mcp.json with the MCP servers requests may use as plugins "
+                            "(default: mcp.json in the data dir, when present)")
+    serve.add_argument("--mcp-max-rounds", dest="mcp_max_rounds", type=int,
+                       help="model calls that may end in server-side tool calls per request")
     for action in serve._actions:
         if action.dest not in ("help",):
             action.help = (action.help or "") + f" [env {env_name(action.dest)}]"
@@ -96,12 +106,25 @@ def serve(config: ServeConfig, registry: dict) -> int:
         request_timeout=config.request_timeout,
         data_dir=Path(config.data_dir),
         responses_retention=config.responses_retention,
+        integrations=integration_settings(config),
     ))
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1)")
     uvicorn.run(app, host=config.host, port=config.port, log_level="warning",
                 timeout_graceful_shutdown=5)
     return 0
+
+
+def integration_settings(config: ServeConfig):
+    from parlance.integrations.settings import IntegrationSettings, load_mcp_json
+
+    path = Path(config.mcp_config) if config.mcp_config else Path(config.data_dir) / "mcp.json"
+    configured = load_mcp_json(path) if config.mcp_config or path.is_file() else {}
+    if configured:
+        console.print(f"MCP plugins from {path}: " + ", ".join(f"mcp/{k}" for k in configured))
+    return IntegrationSettings(allow_request_servers=config.allow_request_mcp,
+                               allowed_hosts=config.mcp_allow_host, configured=configured,
+                               max_rounds=config.mcp_max_rounds)
 
 
 def list_models(registry: dict) -> int:

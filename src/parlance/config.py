@@ -35,6 +35,10 @@ class ServeConfig:
     request_timeout: float = 120.0
     data_dir: str = ""  # empty: the user's data directory (default_data_dir)
     responses_retention: int = 10_000
+    allow_request_mcp: bool = False  # MCP servers named by a request (ephemeral_mcp)
+    mcp_allow_host: tuple[str, ...] = ()  # private hosts those may reach
+    mcp_config: str = ""  # mcp.json; empty: <data dir>/mcp.json when it exists
+    mcp_max_rounds: int = 8
 
 
 def env_name(field: str) -> str:
@@ -43,7 +47,7 @@ def env_name(field: str) -> str:
 
 def _coerce(field: str, raw: Any) -> Any:
     kind = {f.name: f.type for f in fields(ServeConfig)}[field]
-    if field == "api_key":
+    if field in ("api_key", "mcp_allow_host"):
         items = raw.split(",") if isinstance(raw, str) else list(raw)
         return tuple(k.strip() for k in items if k.strip())
     if "bool" in str(kind):
