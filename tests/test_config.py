@@ -44,7 +44,8 @@ def test_defaults_without_anything(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     config, registry = resolve_config({}, {}, None)
-    assert config == ServeConfig(data_dir=str(tmp_path / "xdg" / "parlance"))
+    data = tmp_path / "xdg" / "parlance"
+    assert config == ServeConfig(data_dir=str(data), models_dir=str(data / "models"))
     assert DEFAULT_MODEL in registry
 
 

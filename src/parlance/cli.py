@@ -53,6 +53,13 @@ def _parser() -> argparse.ArgumentParser:
                             "(default: mcp.json in the data dir, when present)")
     serve.add_argument("--mcp-max-rounds", dest="mcp_max_rounds", type=int,
                        help="model calls that may end in server-side tool calls per request")
+    serve.add_argument("--models-dir", dest="models_dir", type=Path,
+                       help="GGUF files (publisher/repo/file.gguf) loaded on first use, "
+                            "and where downloads go (default: models in the data dir)")
+    serve.add_argument("--jit-ttl", dest="jit_ttl", type=float,
+                       help="seconds a model loaded on first use may stay idle (0: forever)")
+    serve.add_argument("--memory-budget-mb", dest="memory_budget_mb", type=int,
+                       help="unload idle models so loaded model files stay within this")
     for action in serve._actions:
         if action.dest not in ("help",):
             action.help = (action.help or "") + f" [env {env_name(action.dest)}]"
@@ -62,30 +69,38 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load_engine(config: ServeConfig, registry: dict):
+def _engine_loader(config: ServeConfig):
+    """Loads one model into a fresh llama.cpp engine (blocking; run off the loop)."""
     from parlance.config import default_threads
     from parlance.engines.llamacpp import LlamaCppEngine
     from parlance.engines.llamacpp.model import ContextSettings
+
+    def load(spec, options, on_progress):
+        settings = ContextSettings(
+            n_ctx=options.context_length or config.ctx_size or spec.ctx_size or 4096,
+            n_threads=config.threads or default_threads(),
+            n_batch=options.eval_batch_size or 512,
+            parallel=options.parallel or config.parallel,
+            kv_unified=config.kv_unified,
+        )
+        return LlamaCppEngine.load(spec.locate(), settings, chat_template=spec.chat_template,
+                                   on_progress=on_progress, max_waiting=config.queue_size)
+
+    return load
+
+
+def _load_first(config: ServeConfig, registry: dict, loader):
     from parlance.models.registry import resolve_spec
+    from parlance.models.served import LoadOptions
 
     spec = resolve_spec(config.model, registry)
     path = spec.locate()
-    settings = ContextSettings(
-        n_ctx=config.ctx_size or spec.ctx_size or 4096,
-        n_threads=config.threads or default_threads(),
-        parallel=config.parallel,
-        kv_unified=config.kv_unified,
-    )
     progress = Progress(TextColumn("[bold]Loading[/] {task.description}"), BarColumn(),
                         TaskProgressColumn(), console=console, disable=not console.is_terminal)
     with progress:
         task = progress.add_task(path.name, total=1.0)
-        engine = LlamaCppEngine.load(
-            path, settings, chat_template=spec.chat_template,
-            on_progress=lambda fraction: progress.update(task, completed=fraction),
-            max_waiting=config.queue_size,
-        )
-    return spec, engine, settings
+        engine = loader(spec, LoadOptions(), lambda f: progress.update(task, completed=f))
+    return spec, engine
 
 
 def serve(config: ServeConfig, registry: dict) -> int:
@@ -94,12 +109,24 @@ def serve(config: ServeConfig, registry: dict) -> int:
     from parlance.models.served import ServedModel, ServedModels
     from parlance.server import ServerSettings, create_app
 
+    from parlance.models.catalog import catalog
+    from parlance.models.served import file_size
+
+    loader = _engine_loader(config)
     started = time.perf_counter()
-    spec, engine, ctx = _load_engine(config, registry)
+    spec, engine = _load_first(config, registry, loader)
+    ctx = engine.model.settings
     console.print(f"[green]Loaded[/] {spec.id} in {time.perf_counter() - started:.2f}s "
                   f"({ctx.parallel} slots, context {ctx.n_ctx} "
                   f"{'shared' if ctx.kv_unified else 'each'}, {ctx.n_threads} threads)")
-    models = ServedModels([ServedModel(spec, engine, int(time.time()))])
+    models_dir = Path(config.models_dir)
+    first = ServedModel(spec, engine, int(time.time()), file_size(spec),
+                        config={"context_length": engine.context_length,
+                                "parallel": engine.slots})
+    models = ServedModels(
+        [first], catalog=catalog(registry, models_dir), loader=loader,
+        idle_ttl=config.jit_ttl or None,
+        memory_budget=config.memory_budget_mb * 2**20 if config.memory_budget_mb else None)
     app = create_app(models, ServerSettings(
         api_keys=config.api_key,
         keepalive_seconds=config.keepalive_seconds,
@@ -107,9 +134,11 @@ def serve(config: ServeConfig, registry: dict) -> int:
         data_dir=Path(config.data_dir),
         responses_retention=config.responses_retention,
         integrations=integration_settings(config),
+        models_dir=models_dir,
     ))
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
-                  f"(OpenAI base URL http://{config.host}:{config.port}/v1)")
+                  f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "
+                  f"/api/v1; more models from {models_dir})")
     uvicorn.run(app, host=config.host, port=config.port, log_level="warning",
                 timeout_graceful_shutdown=5)
     return 0

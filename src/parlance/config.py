@@ -39,6 +39,9 @@ class ServeConfig:
     mcp_allow_host: tuple[str, ...] = ()  # private hosts those may reach
     mcp_config: str = ""  # mcp.json; empty: <data dir>/mcp.json when it exists
     mcp_max_rounds: int = 8
+    models_dir: str = ""  # GGUF files to serve on demand; empty: <data dir>/models
+    jit_ttl: float = 3600.0  # seconds a model loaded on demand may stay idle; 0: forever
+    memory_budget_mb: int = 0  # loaded model files may not exceed this; 0: no limit
 
 
 def env_name(field: str) -> str:
@@ -88,6 +91,8 @@ def resolve_config(
     config = ServeConfig(**values)
     if not config.data_dir:
         config = replace(config, data_dir=str(default_data_dir()))
+    if not config.models_dir:
+        config = replace(config, models_dir=str(Path(config.data_dir) / "models"))
     return config, registry
 
 

@@ -96,3 +96,12 @@ class Truncating(Protocol):
 
     def shorter(self, call: Call) -> Call | None:
         """The call without its oldest turn; None when nothing may be dropped."""
+
+
+@runtime_checkable
+class ReportsLoading(Protocol):
+    """A dialect whose clients are shown a cold model being loaded (LM Studio's
+    `model_load.*` events and `model_load_time_seconds`), so the load happens
+    inside the response instead of before it."""
+
+    reports_model_load: bool

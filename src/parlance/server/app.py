@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from parlance.core.errors import EngineFailure, MethodNotAllowed, RouteNotFound
 from parlance.dialects.openai_common import render_error
+from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
 from parlance.server.handler import ServerSettings, error_json
 from parlance.server.routes import build_routes
@@ -41,15 +42,19 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
     data = settings.data_dir
     store = ResponseStore(data / "responses.sqlite3" if data else None,
                           retention=settings.responses_retention)
+    downloads = DownloadManager(settings.models_dir) if settings.models_dir else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        models.start_reaper()
         yield
+        if downloads is not None:
+            await downloads.aclose()
         await models.aclose()
         store.close()
 
     return Starlette(
-        routes=build_routes(models, settings, store),
+        routes=build_routes(models, settings, store, downloads),
         exception_handlers={404: _no_route, 405: _no_route, Exception: _internal_error},
         lifespan=lifespan,
     )

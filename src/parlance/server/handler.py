@@ -30,14 +30,23 @@ from parlance.core.errors import (
 )
 from parlance.core.events import Event, Failed, Usage
 from parlance.core.request import with_sampling_defaults
-from parlance.dialects.base import Call, Dialect, ErrorResponse, Served, Stateful, Truncating
+from parlance.dialects.base import (
+    Call,
+    Dialect,
+    ErrorResponse,
+    ReportsLoading,
+    Served,
+    Stateful,
+    Truncating,
+)
 from parlance.engines.base import Generation
 from parlance.integrations.loop import ToolLoop
 from parlance.integrations.settings import IntegrationSettings
 from parlance.integrations.toolbox import Toolbox
-from parlance.models.served import ServedModels
+from parlance.models.served import ServedModel, ServedModels
 from parlance.server.auth import authorize
 from parlance.server.framing import encode
+from parlance.server.loading import LoadingGeneration
 from parlance.server.memory import Memory
 from parlance.store.responses import DEFAULT_RETENTION, ResponseStore
 from parlance.server.streaming import EventStreamResponse
@@ -53,6 +62,7 @@ class ServerSettings:
     data_dir: Path | None = None  # stored responses; None keeps them in memory
     responses_retention: int = DEFAULT_RETENTION
     integrations: IntegrationSettings = field(default_factory=IntegrationSettings)
+    models_dir: Path | None = None  # where downloads go (and the catalog looks)
 
 
 def error_json(rendered: ErrorResponse) -> Response:
@@ -90,17 +100,25 @@ class GenerationHandler:
             call = self.dialect.parse(await read_json(request))
             if self.memory is not None:
                 call = self.memory.recall(call)
-            model, echoed_id = self.models.resolve(call.request.model)
+            name = call.request.model
+            cold = isinstance(self.dialect, ReportsLoading) and not self.models.is_loaded(name)
+            if not cold:
+                model, name, _ = await self.models.acquire(name)
+            else:
+                self.models.spec(name)  # 404 now for a model that does not exist at all
             if call.request.tool_servers:
                 toolbox = await Toolbox.open(call.request.tool_servers,
                                              self.settings.integrations)
                 call = _with_tools(call, toolbox)
-            call, generation = await self._start(call, model, toolbox)
+            if cold:
+                generation = self._load_then_start(call, name, toolbox)
+            else:
+                call, generation = await self._start(call, model, toolbox)
         except ParlanceError as exc:
             if toolbox is not None:
                 await toolbox.aclose()
             return error_response(self.dialect, exc)
-        served = Served(echoed_id, generation.prompts)
+        served = Served(name, generation.prompts)
         if call.stream:
             return EventStreamResponse(
                 self._frames(call, served, generation, deadline, toolbox),
@@ -113,6 +131,16 @@ class GenerationHandler:
         finally:
             if toolbox is not None:
                 await toolbox.aclose()
+
+    def _load_then_start(self, call: Call, name: str,
+                         toolbox: Toolbox | None) -> LoadingGeneration:
+        """The model is not loaded: load it inside the response, reporting progress."""
+
+        async def start(model: ServedModel) -> Generation:
+            return (await self._start(call, model, toolbox))[1]
+
+        return LoadingGeneration(
+            name, lambda progress: self.models.acquire(name, progress), start)
 
     async def _start(self, call: Call, model: Any,
                      toolbox: Toolbox | None) -> tuple[Call, Generation]:

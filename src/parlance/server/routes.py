@@ -9,9 +9,11 @@ from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.openai_chat import OpenAIChat
 from parlance.dialects.openai_completions import OpenAICompletions
 from parlance.dialects.openai_responses import OpenAIResponses
+from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
 from parlance.server.handler import GenerationHandler, ServerSettings
 from parlance.server.info import InfoEndpoints
+from parlance.server.lmstudio_models import LMStudioModels
 from parlance.server.metrics import MetricsEndpoint
 from parlance.server.stored_responses import StoredResponses
 from parlance.store.responses import ResponseStore
@@ -26,10 +28,17 @@ GENERATION: tuple[tuple[str, type[Dialect]], ...] = (
 
 
 def build_routes(models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore) -> list[Route]:
+                 store: ResponseStore, downloads: DownloadManager | None) -> list[Route]:
     info = InfoEndpoints(models, settings)
     stored = StoredResponses(models, settings, store)
+    lmstudio = LMStudioModels(models, settings, downloads)
     routes = [
+        Route("/api/v1/models", lmstudio.list, methods=["GET"]),
+        Route("/api/v1/models/load", lmstudio.load, methods=["POST"]),
+        Route("/api/v1/models/unload", lmstudio.unload, methods=["POST"]),
+        Route("/api/v1/models/download", lmstudio.download, methods=["POST"]),
+        Route("/api/v1/models/download/status/{job_id}", lmstudio.download_status,
+              methods=["GET"]),
         Route("/v1/responses/input_tokens", stored.input_tokens, methods=["POST"]),
         Route("/v1/responses/{response_id}", stored.retrieve, methods=["GET"]),
         Route("/v1/responses/{response_id}", stored.delete, methods=["DELETE"]),

@@ -102,7 +102,7 @@ class StoredResponses:
         if isinstance(body, dict):
             body = {**body, "stream": False, "background": False}
         call = self.memory.recall(self.dialect.parse(body))
-        model, _ = self.models.resolve(call.request.model)
+        model, _, _ = await self.models.acquire(call.request.model)
         count = await model.engine.count_tokens(call.request)
         return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
 

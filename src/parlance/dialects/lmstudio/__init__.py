@@ -81,6 +81,7 @@ class ChatCall(Call):
 class LMStudioChat:
     framing = "sse"
     stored_kind = "chat"
+    reports_model_load = True
 
     def parse(self, body: Any) -> ChatCall:
         req = parse_body(ChatRequest, body)

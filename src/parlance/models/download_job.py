@@ -1,0 +1,233 @@
+"""One GGUF download: fetch into `<dest>.part`, resume it with Range, then rename it into place.
+
+The `.part` suffix keeps an unfinished file out of model scans (they take `*.gguf`), and the
+final `os.replace` makes the model appear whole or not at all. A `.part` outlives failures and
+cancellation so the next attempt only fetches what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+GGUF_MAGIC = b"GGUF"
+RATE_WINDOW = 5.0  # seconds of recent transfer behind bytes_per_second: a stall shows soon
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+
+
+class DownloadError(Exception):
+    """A failure reported as the job's `error`; the `.part` stays for a later resume."""
+
+
+class NotGGUF(DownloadError):
+    """The bytes are no GGUF model (a web page, say): the `.part` is deleted, not resumed."""
+
+
+class _Retry(Exception):
+    """The transfer ended early or must start over: worth another attempt after a pause."""
+
+
+def iso(moment: datetime) -> str:
+    """LM Studio's timestamp form: UTC, milliseconds, `Z`."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class RateMeter:
+    """Bytes per second over the last `window` seconds of the current attempt."""
+
+    def __init__(self, window: float = RATE_WINDOW) -> None:
+        self._window = window
+        self._samples: deque[tuple[float, int]] = deque()
+        self._in_window = 0
+        self._since = time.monotonic()
+
+    def restart(self) -> None:
+        self._samples.clear()
+        self._in_window = 0
+        self._since = time.monotonic()
+
+    def add(self, nbytes: int) -> None:
+        self._samples.append((time.monotonic(), nbytes))
+        self._in_window += nbytes
+
+    def rate(self) -> float:
+        now = time.monotonic()
+        while self._samples and self._samples[0][0] < now - self._window:
+            self._in_window -= self._samples.popleft()[1]
+        span = min(self._window, now - self._since)
+        return self._in_window / span if span > 0 else 0.0
+
+
+class DownloadJob:
+    """The state of one download and the coroutine (`run`) that performs it."""
+
+    def __init__(self, url: str, dest: Path, client_factory: Callable[[], httpx.AsyncClient],
+                 retry_delays: Sequence[float]) -> None:
+        self.id = f"job_{secrets.token_hex(5)}"
+        self.url = url
+        self.dest = dest
+        self.part = dest.with_name(dest.name + ".part")
+        self.state = "downloading"
+        self.total: int | None = None
+        self.downloaded = 0
+        self.error: str | None = None
+        self.started_at = datetime.now(UTC)
+        self.completed_at: datetime | None = None
+        # Set once the first response (or the failure) is in, so the first status knows the size.
+        self.headers_seen = asyncio.Event()
+        self._client_factory = client_factory
+        self._retry_delays = tuple(retry_delays)
+        self._rate = RateMeter()
+        self._received = 0  # bytes of the current attempt: progress resets the retry budget
+        self._magic_ok = False
+
+    def status(self) -> dict[str, Any]:
+        """The LM Studio download status object of this job."""
+        out: dict[str, Any] = {"job_id": self.id, "status": self.state}
+        if self.total is not None:
+            out["total_size_bytes"] = self.total
+        out["downloaded_bytes"] = self.downloaded
+        out["started_at"] = iso(self.started_at)
+        if self.state == "downloading":
+            rate = self._rate.rate()
+            out["bytes_per_second"] = round(rate)
+            if rate > 0 and self.total is not None:
+                left = max(self.total - self.downloaded, 0) / rate
+                out["estimated_completion"] = iso(datetime.now(UTC) + timedelta(seconds=left))
+        elif self.state == "completed" and self.completed_at is not None:
+            out["completed_at"] = iso(self.completed_at)
+        elif self.state == "failed":
+            out["error"] = self.error
+        return out
+
+    async def run(self) -> None:
+        """Download to the end. Failures become the `failed` state; cancellation `paused`."""
+        try:
+            self.dest.parent.mkdir(parents=True, exist_ok=True)
+            async with self._client_factory() as client:
+                await self._fetch_with_retries(client)
+            await asyncio.to_thread(self._finish)
+            self.completed_at = datetime.now(UTC)
+            self.total = self.downloaded
+            self.state = "completed"
+        except asyncio.CancelledError:
+            self.state = "paused"
+            raise
+        except NotGGUF as exc:
+            self.part.unlink(missing_ok=True)
+            self._fail(str(exc))
+        except DownloadError as exc:
+            self._fail(str(exc))
+        except Exception as exc:  # noqa: BLE001  (a background task: any error must end the job)
+            self._fail(f"download failed: {exc or type(exc).__name__}")
+        finally:
+            self.headers_seen.set()
+
+    def _fail(self, message: str) -> None:
+        self.error = message
+        self.state = "failed"
+
+    async def _fetch_with_retries(self, client: httpx.AsyncClient) -> None:
+        failures = 0
+        while True:
+            try:
+                await self._fetch_once(client)
+                return
+            except (httpx.TransportError, _Retry) as exc:
+                if self._received:  # the link works, it only dropped: a fresh retry budget
+                    failures = 0
+                if failures >= len(self._retry_delays):
+                    reason = str(exc) or type(exc).__name__
+                    raise DownloadError(
+                        f"download failed after {failures + 1} attempt(s): {reason}"
+                    ) from exc
+                await asyncio.sleep(self._retry_delays[failures])
+                failures += 1
+
+    async def _fetch_once(self, client: httpx.AsyncClient) -> None:
+        offset = self.part.stat().st_size if self.part.exists() else 0
+        headers = {"Accept-Encoding": "identity"}  # byte offsets must be offsets of the file
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+        self._received = 0
+        async with client.stream("GET", self.url, headers=headers) as response:
+            offset = self._accept(response, offset)
+            self.downloaded = offset
+            self._rate.restart()
+            self.headers_seen.set()
+            # Buffered appends to a local file: cheap enough to do on the event loop.
+            with open(self.part, "ab" if offset else "wb") as out:  # noqa: ASYNC230
+                async for chunk in response.aiter_bytes():
+                    out.write(chunk)
+                    self.downloaded += len(chunk)
+                    self._received += len(chunk)
+                    self._rate.add(len(chunk))
+                    if not self._magic_ok and self.downloaded >= len(GGUF_MAGIC):
+                        out.flush()
+                        self._check_magic()
+        if self.total is not None and self.downloaded != self.total:
+            if self.downloaded > self.total:
+                self.part.unlink(missing_ok=True)
+                raise _Retry(f"the server sent more than its {self.total} bytes; restarting")
+            raise _Retry(f"the connection closed at byte {self.downloaded} of {self.total}")
+
+    def _accept(self, response: httpx.Response, offset: int) -> int:
+        """Where the body starts in the file; learns the total size or refuses the response."""
+        code = response.status_code
+        if code == 416 and offset:  # the .part is no proper prefix of the file (any more)
+            self.part.unlink(missing_ok=True)
+            raise _Retry("the server refused to resume the partial file; restarting")
+        if code not in (200, 206):
+            raise DownloadError(f"the server answered HTTP {code} {response.reason_phrase} "
+                                f"for {self.url}")
+        if code == 200:  # a fresh download, or a server that ignores Range: start from zero
+            length = response.headers.get("content-length", "")
+            self._learn_total(int(length) if length.isdigit() else None)
+            return 0
+        match = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", "").strip())
+        if not match or int(match[1]) != offset or int(match[2]) + 1 != int(match[3]):
+            self.part.unlink(missing_ok=True)
+            raise _Retry("the server answered the Range request with an unexpected "
+                         f"Content-Range {response.headers.get('content-range')!r}; restarting")
+        self._learn_total(int(match[3]))
+        return offset
+
+    def _learn_total(self, total: int | None) -> None:
+        if self.total is not None and total is not None and total != self.total:
+            self.total = total
+            self.part.unlink(missing_ok=True)
+            raise _Retry("the file changed size on the server; restarting")
+        self.total = total
+
+    def _check_magic(self) -> None:
+        with open(self.part, "rb") as part:
+            head = part.read(len(GGUF_MAGIC))
+        if head != GGUF_MAGIC:
+            raise NotGGUF(f"{self.url} is not a GGUF model file: it starts with {head!r}, not "
+                          f"{GGUF_MAGIC!r} (is the link a web page rather than the file itself?)")
+        self._magic_ok = True
+
+    def _finish(self) -> None:
+        """Durably move the complete `.part` to its final name (runs in a worker thread)."""
+        self._check_magic()  # also catches files shorter than the magic
+        with open(self.part, "rb+") as part:
+            os.fsync(part.fileno())
+        os.replace(self.part, self.dest)
+        try:  # make the rename itself durable; directories cannot be opened on Windows
+            fd = os.open(self.dest.parent, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

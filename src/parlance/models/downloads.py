@@ -1,0 +1,104 @@
+"""Downloads of GGUF model files into the models directory (LM Studio's download endpoints).
+
+Jobs run as asyncio tasks in the server's loop. `start` is single-flight per destination, so two
+requests for one file never write the same `.part`; the engine itself is never involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import httpx
+
+from parlance.models.download_job import DownloadJob
+
+HF_HOSTS = frozenset({"huggingface.co", "www.huggingface.co", "hf.co"})
+HEADERS_WAIT = 10.0  # how long `start` waits for the first response before answering anyway
+RETRY_DELAYS = (1.0, 2.0, 4.0)  # pauses before each resume of a dropped connection
+
+
+def default_client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(follow_redirects=True, timeout=httpx.Timeout(30, read=60))
+
+
+def destination_for(models_dir: Path, url: str) -> Path:
+    """Where `url` is saved: `<owner>/<repo>/<file>.gguf` for Hugging Face, else `<host>/<file>`.
+
+    Raises ValueError for anything but an http(s) link straight to a `.gguf` file.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected an http:// or https:// URL, got {url!r}")
+    segments = [unquote(s) for s in parts.path.split("/") if s]
+    name = segments[-1] if segments else ""
+    if len(name) <= len(".gguf") or not name.lower().endswith(".gguf"):
+        raise ValueError(f"a direct link to a .gguf file is needed, got {url!r}")
+    name = name[: -len(".gguf")] + ".gguf"  # model scans match `*.gguf` case-sensitively
+    if parts.hostname in HF_HOSTS:
+        if len(segments) < 5 or segments[2] != "resolve":
+            raise ValueError("a Hugging Face link must have the form "
+                             f"https://huggingface.co/<owner>/<repo>/resolve/<revision>/<file>.gguf,"
+                             f" got {url!r}")
+        dirs = segments[:2]
+    else:
+        dirs = [parts.hostname]
+    for component in (*dirs, name):
+        if component in (".", "..") or any(c in component for c in "/\\\0"):
+            raise ValueError(f"unsafe path component {component!r} in {url!r}")
+    return models_dir.joinpath(*dirs, name)
+
+
+class DownloadManager:
+    """Starts downloads, answers their status, and cancels them on shutdown."""
+
+    def __init__(self, models_dir: Path, *,
+                 client_factory: Callable[[], httpx.AsyncClient] | None = None,
+                 retry_delays: Sequence[float] = RETRY_DELAYS) -> None:
+        self.models_dir = Path(models_dir)
+        self._client_factory = client_factory or default_client
+        self._retry_delays = tuple(retry_delays)
+        self._jobs: dict[str, DownloadJob] = {}
+        self._running: dict[Path, DownloadJob] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self, url: str) -> dict[str, Any]:
+        """Start (or join) the download of `url`; answers once the first response is in.
+
+        Raises ValueError for a URL that is not an http(s) link to a `.gguf` file.
+        """
+        dest = destination_for(self.models_dir, url)
+        if dest.exists():
+            return {"status": "already_downloaded"}
+        job = self._running.get(dest)
+        if job is None:
+            job = DownloadJob(url, dest, self._client_factory, self._retry_delays)
+            self._jobs[job.id] = job
+            self._running[dest] = job
+            task = asyncio.create_task(job.run(), name=f"download {job.id}")
+            self._tasks.add(task)
+            task.add_done_callback(lambda done, job=job: self._finished(done, job))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(job.headers_seen.wait(), HEADERS_WAIT)
+        return job.status()
+
+    def status(self, job_id: str) -> dict[str, Any] | None:
+        """The job's LM Studio status object, or None for an unknown id."""
+        job = self._jobs.get(job_id)
+        return None if job is None else job.status()
+
+    async def aclose(self) -> None:
+        """Cancel running downloads; their `.part` files stay for a later resume."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _finished(self, task: asyncio.Task[None], job: DownloadJob) -> None:
+        self._tasks.discard(task)
+        if self._running.get(job.dest) is job:
+            del self._running[job.dest]

@@ -1,0 +1,138 @@
+"""LM Studio's model management endpoints: list (`GET /api/v1/models`), load, unload,
+download and download status. Errors use LM Studio's envelope."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from parlance.core.errors import InvalidRequest, ModelNotFound, ParlanceError, ResourceNotFound
+from parlance.dialects.lmstudio import render_error
+from parlance.dialects.lmstudio.models import (
+    DownloadRequest,
+    LoadRequest,
+    UnloadRequest,
+    model_object,
+)
+from parlance.dialects.wire import parse_body
+from parlance.models.downloads import DownloadManager
+from parlance.models.gguf import GgufInfo, read_gguf
+from parlance.models.registry import ModelSpec
+from parlance.models.served import LoadOptions, ServedModels, file_size
+from parlance.server.auth import authorize
+from parlance.server.handler import ServerSettings, error_json, read_json
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+@functools.lru_cache(maxsize=256)
+def _header(path: Path, mtime_ns: int, size: int) -> GgufInfo | None:
+    try:
+        return read_gguf(path)
+    except (OSError, ValueError):
+        return None
+
+
+def gguf_info(spec: ModelSpec) -> GgufInfo | None:
+    try:
+        path = spec.locate()
+        stat = path.stat()
+    except (OSError, ValueError):
+        return None
+    return _header(path, stat.st_mtime_ns, stat.st_size)
+
+
+class LMStudioModels:
+    def __init__(self, models: ServedModels, settings: ServerSettings,
+                 downloads: DownloadManager | None) -> None:
+        self.models = models
+        self.settings = settings
+        self.downloads = downloads
+
+    def _guarded(self, work: Callable[[Request], Awaitable[Any]]) -> Endpoint:
+        async def endpoint(request: Request) -> Response:
+            try:
+                authorize(request, self.settings.api_keys)
+                return JSONResponse(await work(request))
+            except ParlanceError as exc:
+                return error_json(render_error(exc))
+        return endpoint
+
+    @property
+    def list(self) -> Endpoint:
+        return self._guarded(self._list)
+
+    @property
+    def load(self) -> Endpoint:
+        return self._guarded(self._load)
+
+    @property
+    def unload(self) -> Endpoint:
+        return self._guarded(self._unload)
+
+    @property
+    def download(self) -> Endpoint:
+        return self._guarded(self._download)
+
+    @property
+    def download_status(self) -> Endpoint:
+        return self._guarded(self._download_status)
+
+    async def _list(self, request: Request) -> dict[str, Any]:
+        loaded = {m.spec.id: m.config for m in self.models}
+        return {"models": [model_object(spec.id, gguf_info(spec), file_size(spec),
+                                        loaded.get(spec.id))
+                           for spec in self.models.available()]}
+
+    async def _load(self, request: Request) -> dict[str, Any]:
+        body = parse_body(LoadRequest, await read_json(request))
+        spec = self.models.spec(body.model)
+        options = LoadOptions(body.context_length, body.eval_batch_size, body.parallel)
+        current = next((m for m in self.models if m.spec.id == spec.id), None)
+        if current is not None and body.context_length not in (
+                None, current.config.get("context_length")):
+            await self.models.unload(spec.id)  # a different context: load it afresh
+        started = time.perf_counter()
+        model, _ = await self.models.load(spec, options)
+        out: dict[str, Any] = {"type": "llm", "instance_id": model.spec.id,
+                               "load_time_seconds": round(time.perf_counter() - started, 3),
+                               "status": "loaded"}
+        if body.echo_load_config:
+            out["load_config"] = model.config
+        return out
+
+    async def _unload(self, request: Request) -> dict[str, Any]:
+        body = parse_body(UnloadRequest, await read_json(request))
+        if not await self.models.unload(body.instance_id):
+            raise ModelNotFound(body.instance_id)
+        return {"instance_id": body.instance_id}
+
+    async def _download(self, request: Request) -> dict[str, Any]:
+        body = parse_body(DownloadRequest, await read_json(request))
+        if self.downloads is None:
+            raise InvalidRequest("This server has no models directory to download into "
+                                 "(parlance serve --models-dir).", code="no_models_dir")
+        if not body.model.startswith(("http://", "https://")):
+            raise InvalidRequest(
+                f"'{body.model}' looks like a model catalog id; this server cannot reach a "
+                "model catalog. Pass a direct http(s) link to a .gguf file, e.g. https://"
+                "huggingface.co/<owner>/<repo>/resolve/main/<file>.gguf.", param="model",
+                code="catalog_unavailable")
+        try:
+            return await self.downloads.start(body.model)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc), param="model") from exc
+
+    async def _download_status(self, request: Request) -> dict[str, Any]:
+        job_id = request.path_params["job_id"]
+        status = self.downloads.status(job_id) if self.downloads else None
+        if status is None:
+            raise ResourceNotFound(f"No download job with id '{job_id}'.", param="job_id",
+                                   code="job_not_found")
+        return status

@@ -1,0 +1,78 @@
+"""A generation that first loads its cold model, reporting real load progress as
+`ModelLoad` events, then starts and streams the generation proper.
+
+For dialects whose clients see model loads (LM Studio's `model_load.*`): the
+stream begins at once and the load happens inside it, so a load failure or a
+refusal at start becomes the stream's `Failed` event. Only the request that
+caused the load sees its progress; one that joins another's load just waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from parlance.core.errors import ParlanceError
+from parlance.core.events import Event, Failed, ModelLoad
+from parlance.engines.base import Generation, PromptInfo
+from parlance.models.served import Progress, ServedModel
+
+Load = Callable[[Progress], Awaitable[tuple[ServedModel, str, float | None]]]
+Start = Callable[[ServedModel], Awaitable[Generation]]
+
+
+class LoadingGeneration:
+    prompts: tuple[PromptInfo, ...] = ()
+
+    def __init__(self, model_id: str, load: Load, start: Start) -> None:
+        self._model_id = model_id
+        self._load = load
+        self._start = start
+        self._inner: Generation | None = None
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        """The load itself runs on (another request may be waiting for it)."""
+        self._cancelled = True
+        if self._inner is not None:
+            self._inner.cancel()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[Event]:
+        loop = asyncio.get_running_loop()
+        shown = -1.0  # llama.cpp reports every tensor: pass on steps of a percent
+        progress: asyncio.Queue[float] = asyncio.Queue()
+        loading = asyncio.ensure_future(self._load(
+            lambda fraction: loop.call_soon_threadsafe(progress.put_nowait, fraction)))
+        # If our consumer leaves, the load carries on (the model stays loaded); its
+        # outcome is then nobody's to report.
+        loading.add_done_callback(lambda done: done.cancelled() or done.exception())
+        try:
+            while not loading.done():
+                waiter = asyncio.ensure_future(progress.get())
+                try:
+                    await asyncio.wait({waiter, loading}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                if waiter.done() and not waiter.cancelled():
+                    fraction = min(1.0, waiter.result())
+                    if fraction - shown >= 0.01 or (fraction == 1.0 and shown < 1.0):
+                        shown = fraction
+                        yield ModelLoad(self._model_id, fraction)
+            model, _, seconds = loading.result()
+        except ParlanceError as exc:
+            yield Failed(exc)
+            return
+        if seconds is not None:
+            yield ModelLoad(self._model_id, 1.0, seconds)
+        if self._cancelled:
+            return
+        try:
+            self._inner = await self._start(model)
+        except ParlanceError as exc:
+            yield Failed(exc)
+            return
+        async for event in self._inner:
+            yield event
