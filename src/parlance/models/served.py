@@ -183,7 +183,7 @@ class ServedModels:
             raise Overloaded(f"The model '{model_id}' ({size} bytes) is larger than this "
                              f"server's memory budget ({self.memory_budget} bytes).")
         while sum(m.size_bytes for m in self._models) + size > self.memory_budget:
-            idle = [m for m in self._models if m.engine.metrics.idle]
+            idle = [m for m in self._models if m.engine.metrics.idle and m.size_bytes]
             if not idle:
                 raise Overloaded(f"Not enough memory budget to load '{model_id}' while the "
                                  "loaded models are busy; try again shortly.",

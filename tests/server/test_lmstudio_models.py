@@ -1,0 +1,216 @@
+"""Model management over HTTP with a scripted loader: the LM Studio model list,
+load/unload, just-in-time loads inside `/api/v1/chat` (model_load events, single
+flight, failures), the idle TTL, the memory budget, and downloads."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from parlance.core.errors import EngineFailure
+from parlance.engines.fake import FakeEngine
+from parlance.models.registry import ModelSpec
+from parlance.models.served import ServedModel, ServedModels
+from parlance.server import ServerSettings, create_app
+from tests.conftest import FAKE_SPEC
+from tests.lmstudio_contract import check_result, checked_events
+from tests.models.test_downloads import DATA, OriginServer
+
+CHAT = "/api/v1/chat"
+
+
+class ScriptedLoader:
+    """Makes fake engines, reporting progress as llama.cpp does, slowly enough that
+    concurrent requests overlap with the load."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.loaded: list[str] = []
+        self.fail = fail
+
+    def __call__(self, spec, options, on_progress):
+        for step in range(11):
+            time.sleep(0.01)
+            if on_progress is not None:
+                on_progress(step / 10)
+        if self.fail:
+            raise RuntimeError("the file is corrupt")
+        self.loaded.append(spec.id)
+        return FakeEngine(context_length=options.context_length or 2048)
+
+
+def smollm2_path() -> Path:
+    from parlance.models.registry import BUILTIN
+
+    return BUILTIN[0].locate()
+
+
+COLD = ModelSpec(id="acme/cold-model", locate=smollm2_path)
+
+
+def make(loader: ScriptedLoader, **kwargs) -> tuple[ServedModels, object]:
+    warm = ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)
+    models = ServedModels([warm], catalog=lambda: [COLD], loader=loader, **kwargs)
+    return models, create_app(models, ServerSettings())
+
+
+@pytest.fixture
+def loader() -> ScriptedLoader:
+    return ScriptedLoader()
+
+
+@pytest.fixture
+async def client(loader) -> AsyncIterator[httpx.AsyncClient]:
+    _, app = make(loader)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://t") as c:
+        yield c
+
+
+async def test_model_list_shows_loaded_and_loadable_models(client):
+    models = (await client.get("/api/v1/models")).json()["models"]
+    assert [m["key"] for m in models] == ["fake-model", "acme/cold-model"]
+    cold = models[1]
+    assert cold["loaded_instances"] == [] and cold["publisher"] == "acme"
+    assert cold["architecture"] == "llama" and cold["format"] == "gguf"
+    assert cold["quantization"]["name"] == "Q4_1" and cold["params_string"] == "135M"
+    assert cold["max_context_length"] == 8192 and cold["size_bytes"] > 90_000_000
+    assert cold["capabilities"] == {"vision": False, "trained_for_tool_use": False}
+    assert models[0]["loaded_instances"][0]["id"] == "fake-model"
+
+
+async def test_load_and_unload(client, loader):
+    response = await client.post("/api/v1/models/load", json={
+        "model": "acme/cold-model", "context_length": 1024, "echo_load_config": True})
+    body = response.json()
+    assert body["type"] == "llm" and body["status"] == "loaded"
+    assert body["instance_id"] == "acme/cold-model" and body["load_time_seconds"] > 0
+    assert body["load_config"]["context_length"] == 1024
+    listed = (await client.get("/api/v1/models")).json()["models"]
+    assert listed[1]["loaded_instances"][0]["config"]["context_length"] == 1024
+    again = await client.post("/api/v1/models/load", json={"model": "acme/cold-model"})
+    assert again.json()["instance_id"] == "acme/cold-model" and loader.loaded == [
+        "acme/cold-model"]
+    assert (await client.post("/api/v1/models/unload",
+                              json={"instance_id": "acme/cold-model"})).json() == {
+        "instance_id": "acme/cold-model"}
+    missing = await client.post("/api/v1/models/unload", json={"instance_id": "acme/cold-model"})
+    assert missing.status_code == 404 and missing.json()["error"]["type"] == "model_not_found"
+    unknown = await client.post("/api/v1/models/load", json={"model": "nope"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "model_not_found"
+
+
+async def test_chat_loads_a_cold_model_and_reports_it(client, loader):
+    response = await client.post(CHAT, json={"model": "acme/cold-model", "input": "hi",
+                                             "stream": True})
+    events = checked_events(response.text)
+    names = [n for n, _ in events]
+    assert names[:3] == ["chat.start", "model_load.start", "model_load.progress"]
+    end = names.index("model_load.end")
+    assert all(n == "model_load.progress" for n in names[2:end])
+    progress = [d["progress"] for n, d in events if n == "model_load.progress"]
+    assert progress == sorted(progress) and progress[-1] == 1.0
+    assert events[end][1]["load_time_seconds"] > 0
+    result = events[-1][1]["result"]
+    assert result["stats"]["model_load_time_seconds"] > 0
+    assert result["model_instance_id"] == "acme/cold-model"
+    # loaded now: the next request sees no load
+    warm = await client.post(CHAT, json={"model": "acme/cold-model", "input": "hi",
+                                         "stream": True})
+    assert "model_load.start" not in warm.text
+    body = (await client.post(CHAT, json={"model": "acme/cold-model", "input": "hi"})).json()
+    check_result(body)
+    assert "model_load_time_seconds" not in body["stats"]
+
+
+async def test_non_stream_chat_reports_the_load_time(client):
+    body = (await client.post(CHAT, json={"model": "acme/cold-model", "input": "hi"})).json()
+    check_result(body)
+    assert body["stats"]["model_load_time_seconds"] > 0
+
+
+async def test_concurrent_requests_share_one_load(client, loader):
+    responses = await asyncio.gather(*(
+        client.post(CHAT, json={"model": "acme/cold-model", "input": "hi", "stream": True})
+        for _ in range(4)))
+    assert loader.loaded == ["acme/cold-model"]
+    loads = [r.text.count("event: model_load.end") for r in responses]
+    assert sorted(loads) == [0, 0, 0, 1]
+    for response in responses:
+        checked_events(response.text)
+
+
+async def test_openai_endpoints_load_just_in_time_too(client, loader):
+    response = await client.post("/v1/chat/completions", json={
+        "model": "acme/cold-model", "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 200 and response.json()["model"] == "acme/cold-model"
+    assert loader.loaded == ["acme/cold-model"]
+
+
+async def test_a_failed_load_ends_the_stream_by_contract():
+    _, app = make(ScriptedLoader(fail=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://t") as client:
+        events = checked_events((await client.post(CHAT, json={
+            "model": "acme/cold-model", "input": "hi", "stream": True})).text)
+        error = dict(events)["error"]["error"]
+        assert error["type"] == "internal_error" and "corrupt" in error["message"]
+        assert [n for n, _ in events][-2:] == ["error", "chat.end"]
+        response = await client.post(CHAT, json={"model": "acme/cold-model", "input": "hi"})
+        assert response.status_code == 500
+        assert response.json()["error"]["code"] == "model_load_failed"
+
+
+async def test_idle_ttl_unloads_only_models_loaded_on_demand(loader):
+    models, _ = make(loader, idle_ttl=60)
+    await models.acquire("acme/cold-model")
+    assert await models.unload_idle(now=time.monotonic() + 30) == []
+    assert await models.unload_idle(now=time.monotonic() + 120) == ["acme/cold-model"]
+    assert [m.spec.id for m in models] == ["fake-model"]  # pinned: not loaded on demand
+
+
+async def test_memory_budget_unloads_the_least_recently_used(loader):
+    size = smollm2_path().stat().st_size
+    other = ModelSpec(id="acme/other", locate=smollm2_path)
+    warm = ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)
+    models = ServedModels([warm], catalog=lambda: [COLD, other], loader=loader,
+                          memory_budget=int(size * 1.5))
+    await models.acquire("acme/cold-model")
+    await models.acquire("acme/other")
+    assert [m.spec.id for m in models] == ["fake-model", "acme/other"]
+    too_big = ServedModels([warm], catalog=lambda: [COLD], loader=loader,
+                           memory_budget=size // 2)
+    with pytest.raises(Exception, match="larger than this server's memory budget"):
+        await too_big.acquire("acme/cold-model")
+
+
+async def test_downloads_over_http(tmp_path):
+    models = ServedModels([ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)])
+    app = create_app(models, ServerSettings(models_dir=tmp_path))
+    with OriginServer() as origin:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://t") as client:
+            url = f"{origin.base_url}/plain/tiny-q4.gguf"
+            job = (await client.post("/api/v1/models/download", json={"model": url})).json()
+            assert job["status"] in ("downloading", "completed")
+            for _ in range(200):
+                status = (await client.get(
+                    f"/api/v1/models/download/status/{job['job_id']}")).json()
+                if status["status"] == "completed":
+                    break
+                await asyncio.sleep(0.02)
+            assert status["status"] == "completed" and status["downloaded_bytes"] == len(DATA)
+            again = await client.post("/api/v1/models/download", json={"model": url})
+            assert again.json() == {"status": "already_downloaded"}
+            catalog = await client.post("/api/v1/models/download",
+                                        json={"model": "openai/gpt-oss-20b"})
+            assert catalog.status_code == 400
+            assert "catalog" in catalog.json()["error"]["message"]
+            unknown = await client.get("/api/v1/models/download/status/job_nope")
+            assert unknown.status_code == 404
+            assert unknown.json()["error"]["type"] == "job_not_found"
+    assert (tmp_path / "127.0.0.1" / "tiny-q4.gguf").read_bytes() == DATA
