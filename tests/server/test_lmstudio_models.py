@@ -127,10 +127,13 @@ async def test_chat_loads_a_cold_model_and_reports_it(client, loader):
     assert "model_load_time_seconds" not in body["stats"]
 
 
-async def test_non_stream_chat_reports_the_load_time(client):
-    body = (await client.post(CHAT, json={"model": "acme/cold-model", "input": "hi"})).json()
+async def test_non_stream_chat_reports_the_load_time_and_sets_the_context(client):
+    body = (await client.post(CHAT, json={"model": "acme/cold-model", "input": "hi",
+                                          "context_length": 1000})).json()
     check_result(body)
     assert body["stats"]["model_load_time_seconds"] > 0
+    listed = (await client.get("/api/v1/models")).json()["models"]
+    assert listed[1]["loaded_instances"][0]["config"]["context_length"] == 1000
 
 
 async def test_concurrent_requests_share_one_load(client, loader):

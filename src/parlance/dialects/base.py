@@ -36,6 +36,8 @@ class Call:
 
     request: GenerationRequest
     stream: bool
+    # The context a cold model is loaded with for this call (LM Studio's context_length)
+    context_length: int | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,7 +112,8 @@ class ServedModels:
 
     # -- loading ------------------------------------------------------------------
 
-    async def acquire(self, requested: str | None, on_progress: Progress | None = None
+    async def acquire(self, requested: str | None, on_progress: Progress | None = None,
+                      options: LoadOptions = LoadOptions()
                       ) -> tuple[ServedModel, str, float | None]:
         """(model, id to echo, load seconds when this call loaded it), loading the
         model just in time when it is not loaded yet."""
@@ -121,8 +122,8 @@ class ServedModels:
         except ModelNotFound:
             if not requested or self._loader is None:
                 raise
-            model, seconds = await self.load(self.spec(requested), LoadOptions(),
-                                             on_progress, jit=True)
+            model, seconds = await self.load(self.spec(requested), options, on_progress,
+                                             jit=True)
             model.last_used = time.monotonic()
             return model, requested, seconds
         model.last_used = time.monotonic()

@@ -43,7 +43,7 @@ from parlance.engines.base import Generation
 from parlance.integrations.loop import ToolLoop
 from parlance.integrations.settings import IntegrationSettings
 from parlance.integrations.toolbox import Toolbox
-from parlance.models.served import ServedModel, ServedModels
+from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server.auth import authorize
 from parlance.server.framing import encode
 from parlance.server.loading import LoadingGeneration
@@ -102,8 +102,9 @@ class GenerationHandler:
                 call = self.memory.recall(call)
             name = call.request.model
             cold = isinstance(self.dialect, ReportsLoading) and not self.models.is_loaded(name)
+            options = LoadOptions(context_length=call.context_length)
             if not cold:
-                model, name, _ = await self.models.acquire(name)
+                model, name, _ = await self.models.acquire(name, None, options)
             else:
                 self.models.spec(name)  # 404 now for a model that does not exist at all
             if call.request.tool_servers:
@@ -111,7 +112,7 @@ class GenerationHandler:
                                              self.settings.integrations)
                 call = _with_tools(call, toolbox)
             if cold:
-                generation = self._load_then_start(call, name, toolbox)
+                generation = self._load_then_start(call, name, options, toolbox)
             else:
                 call, generation = await self._start(call, model, toolbox)
         except ParlanceError as exc:
@@ -132,7 +133,7 @@ class GenerationHandler:
             if toolbox is not None:
                 await toolbox.aclose()
 
-    def _load_then_start(self, call: Call, name: str,
+    def _load_then_start(self, call: Call, name: str, options: LoadOptions,
                          toolbox: Toolbox | None) -> LoadingGeneration:
         """The model is not loaded: load it inside the response, reporting progress."""
 
@@ -140,7 +141,7 @@ class GenerationHandler:
             return (await self._start(call, model, toolbox))[1]
 
         return LoadingGeneration(
-            name, lambda progress: self.models.acquire(name, progress), start)
+            name, lambda progress: self.models.acquire(name, progress, options), start)
 
     async def _start(self, call: Call, model: Any,
                      toolbox: Toolbox | None) -> tuple[Call, Generation]:

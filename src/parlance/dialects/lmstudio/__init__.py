@@ -91,7 +91,8 @@ class LMStudioChat:
                                  param="previous_response_id", code="invalid_value")
         thread = with_system_prompt([Message("user", user_text(req.input))], req.system_prompt)
         return ChatCall(generation_request(req, thread), req.stream, req,
-                        new_response_id() if req.store else None, tuple(thread))
+                        new_response_id() if req.store else None, tuple(thread),
+                        context_length=req.context_length)
 
     # -- state ------------------------------------------------------------------
 
