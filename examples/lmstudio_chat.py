@@ -45,7 +45,9 @@ def main() -> None:
             "input": "What is the top trending model on hugging face? Use model_search.",
             "integrations": [{"type": "ephemeral_mcp", "server_label": "huggingface",
                               "server_url": MCP, "allowed_tools": ["model_search"]}],
-            "temperature": 0, "context_length": 8000,
+            "temperature": 0,
+            # Parlance extensions: SmolLM2 rarely calls a tool unless it has to
+            "tool_choice": "required", "parallel_tool_calls": False,
         })
         print("\nstats:", first["stats"])
         second = client.post(f"{BASE}/api/v1/chat", json={

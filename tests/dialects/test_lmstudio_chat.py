@@ -177,6 +177,7 @@ async def test_chat_ids_and_responses_ids_do_not_mix(client):
      "invalid_request", "input[0]"),
     ({**HELLO, "integrations": [{"type": "ephemeral_mcp", "server_label": "x"}]}, 400,
      "invalid_request", "integrations[0].server_url"),
+    ({**HELLO, "tool_choice": "required"}, 400, "invalid_request", "tool_choice"),
 ])
 async def test_bad_requests_get_lm_studio_errors(client, body, status, kind, param):
     for stream in (False, True):

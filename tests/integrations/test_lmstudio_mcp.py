@@ -252,3 +252,11 @@ async def test_configured_plugins_over_http_and_stdio(fake_engine, mcp):
                                                 "integrations": ["mcp/nope"]})
     assert unknown.status_code == 400
     assert unknown.json()["error"]["type"] == "plugin_connection_error"
+
+
+async def test_tool_choice_extension_reaches_the_engine(client, fake_engine, mcp):
+    enqueue_seed_exchange(fake_engine)
+    await client.post(CHAT, json=body(mcp, tool_choice="required", parallel_tool_calls=False))
+    first, second = fake_engine.requests
+    assert first.tool_choice.mode == "required" and not first.parallel_tool_calls
+    assert second.tool_choice.mode == "auto"  # once called, the model may answer

@@ -89,6 +89,9 @@ class LMStudioChat:
                 "resp_"):
             raise InvalidRequest("previous_response_id must start with 'resp_'.",
                                  param="previous_response_id", code="invalid_value")
+        if req.tool_choice == "required" and not req.integrations:
+            raise InvalidRequest("tool_choice 'required' needs integrations whose tools the "
+                                 "model can call.", param="tool_choice", code="invalid_value")
         thread = with_system_prompt([Message("user", user_text(req.input))], req.system_prompt)
         return ChatCall(generation_request(req, thread), req.stream, req,
                         new_response_id() if req.store else None, tuple(thread),

@@ -14,7 +14,13 @@ from pydantic import Field, field_validator
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
-from parlance.core.tools import ReasoningEffort, ReasoningRequest, ToolProvider, ToolServerRef
+from parlance.core.tools import (
+    ReasoningEffort,
+    ReasoningRequest,
+    ToolChoice,
+    ToolProvider,
+    ToolServerRef,
+)
 from parlance.dialects.wire import WireModel
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -62,6 +68,10 @@ class ChatRequest(WireModel):
     context_length: Annotated[int, Field(ge=1)] | None = None
     store: bool = True
     previous_response_id: str | None = None
+    # Parlance extensions (LM Studio has neither): whether the model must call one of
+    # the integrations' tools first, and whether it may call several at once.
+    tool_choice: Literal["auto", "required", "none"] = "auto"
+    parallel_tool_calls: bool = True
 
     @field_validator("integrations", mode="before")
     @classmethod
@@ -127,6 +137,8 @@ def generation_request(body: ChatRequest, messages: list[Message]) -> Generation
         reasoning=(ReasoningRequest(REASONING[body.reasoning], param="reasoning")
                    if body.reasoning else None),
         tool_servers=tool_servers(body.integrations),
+        tool_choice=ToolChoice(body.tool_choice),
+        parallel_tool_calls=body.parallel_tool_calls,
     )
 
 
