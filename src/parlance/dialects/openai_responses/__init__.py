@@ -193,6 +193,12 @@ class OpenAIResponses:
     stored_kind = "response"
 
     def parse(self, body: Any) -> ResponsesCall:
+        for i, tool in enumerate(body.get("tools") or [] if isinstance(body, dict) else []):
+            if isinstance(tool, dict) and tool.get("type") == "mcp":
+                raise InvalidRequest(
+                    "MCP tools are not supported on /v1/responses yet; this server runs MCP "
+                    "tools for LM Studio's POST /api/v1/chat (integrations).",
+                    param=f"tools[{i}].type", code="unsupported_tool_type")
         req = parse_body(wire.ResponsesRequest, body)
         # (continued() rebuilds the request once the stored conversation is known)
         if req.background:
