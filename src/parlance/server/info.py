@@ -7,11 +7,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from parlance.core.errors import ParlanceError
 from parlance.dialects.openai_common import render_error
 from parlance.models.served import ServedModel, ServedModels
-from parlance.server.auth import authorize
-from parlance.server.handler import ServerSettings, error_json
+from parlance.server.endpoints import answering
+from parlance.server.handler import ServerSettings
 
 
 def _model_object(model: ServedModel, shown_id: str) -> dict[str, Any]:
@@ -22,22 +21,16 @@ class InfoEndpoints:
     def __init__(self, models: ServedModels, settings: ServerSettings) -> None:
         self.models = models
         self.settings = settings
+        self.list_models = answering(self._list_models, settings.api_keys, render_error)
+        self.get_model = answering(self._get_model, settings.api_keys, render_error)
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    async def list_models(self, request: Request) -> Response:
-        try:
-            authorize(request, self.settings.api_keys)
-        except ParlanceError as exc:
-            return error_json(render_error(exc))
+    async def _list_models(self, request: Request) -> dict[str, Any]:
         data = [_model_object(m, m.spec.id) for m in self.models]
-        return JSONResponse({"object": "list", "data": data})
+        return {"object": "list", "data": data}
 
-    async def get_model(self, request: Request) -> Response:
-        try:
-            authorize(request, self.settings.api_keys)
-            model, shown = self.models.resolve(request.path_params["model_id"] or "\0")
-        except ParlanceError as exc:
-            return error_json(render_error(exc))
-        return JSONResponse(_model_object(model, shown))
+    async def _get_model(self, request: Request) -> dict[str, Any]:
+        model, shown = self.models.resolve(request.path_params["model_id"] or "\0")
+        return _model_object(model, shown)

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 
-from parlance.core.errors import InvalidRequest, ModelNotFound, ParlanceError, ResourceNotFound
+from parlance.core.errors import InvalidRequest, ModelNotFound, ResourceNotFound
 from parlance.dialects.lmstudio import render_error
 from parlance.dialects.lmstudio.models import (
     DownloadRequest,
@@ -25,11 +23,8 @@ from parlance.models.downloads import DownloadManager
 from parlance.models.gguf import GgufInfo, read_gguf
 from parlance.models.registry import ModelSpec
 from parlance.models.served import LoadOptions, ServedModels, file_size
-from parlance.server.auth import authorize
-from parlance.server.handler import ServerSettings, error_json, read_json
-
-Endpoint = Callable[[Request], Awaitable[Response]]
-
+from parlance.server.endpoints import answering
+from parlance.server.handler import ServerSettings, read_json
 
 @functools.lru_cache(maxsize=256)
 def _header(path: Path, mtime_ns: int, size: int) -> GgufInfo | None:
@@ -54,35 +49,12 @@ class LMStudioModels:
         self.models = models
         self.settings = settings
         self.downloads = downloads
-
-    def _guarded(self, work: Callable[[Request], Awaitable[Any]]) -> Endpoint:
-        async def endpoint(request: Request) -> Response:
-            try:
-                authorize(request, self.settings.api_keys)
-                return JSONResponse(await work(request))
-            except ParlanceError as exc:
-                return error_json(render_error(exc))
-        return endpoint
-
-    @property
-    def list(self) -> Endpoint:
-        return self._guarded(self._list)
-
-    @property
-    def load(self) -> Endpoint:
-        return self._guarded(self._load)
-
-    @property
-    def unload(self) -> Endpoint:
-        return self._guarded(self._unload)
-
-    @property
-    def download(self) -> Endpoint:
-        return self._guarded(self._download)
-
-    @property
-    def download_status(self) -> Endpoint:
-        return self._guarded(self._download_status)
+        keys = settings.api_keys
+        self.list = answering(self._list, keys, render_error)
+        self.load = answering(self._load, keys, render_error)
+        self.unload = answering(self._unload, keys, render_error)
+        self.download = answering(self._download, keys, render_error)
+        self.download_status = answering(self._download_status, keys, render_error)
 
     async def _list(self, request: Request) -> dict[str, Any]:
         loaded = {m.spec.id: m.config for m in self.models}

@@ -5,12 +5,11 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from parlance.core.errors import ParlanceError
 from parlance.dialects.openai_common import render_error
 from parlance.engines.metrics import EngineMetrics, Histogram
 from parlance.models.served import ServedModels
-from parlance.server.auth import authorize
-from parlance.server.handler import ServerSettings, error_json
+from parlance.server.endpoints import answering
+from parlance.server.handler import ServerSettings
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -66,12 +65,8 @@ def _escape(value: str) -> str:
 class MetricsEndpoint:
     def __init__(self, models: ServedModels, settings: ServerSettings) -> None:
         self.models = models
-        self.settings = settings
+        self.scrape = answering(self._scrape, settings.api_keys, render_error)
 
-    async def scrape(self, request: Request) -> Response:
-        try:
-            authorize(request, self.settings.api_keys)
-        except ParlanceError as exc:
-            return error_json(render_error(exc))
+    async def _scrape(self, request: Request) -> Response:
         text = render_prometheus([(m.spec.id, m.engine.metrics) for m in self.models])
         return Response(text, media_type=CONTENT_TYPE)

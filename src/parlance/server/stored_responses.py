@@ -3,25 +3,21 @@ stream), delete, list input items, count input tokens, cancel."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from parlance.core.errors import InvalidRequest, ParlanceError, ResourceNotFound
+from parlance.core.errors import InvalidRequest, ResourceNotFound
 from parlance.dialects.openai_common import render_error
 from parlance.dialects.openai_responses import OpenAIResponses, replay
 from parlance.models.served import ServedModels
-from parlance.server.auth import authorize
 from parlance.server.framing import encode
-from parlance.server.handler import ServerSettings, error_json, read_json
+from parlance.server.endpoints import answering
+from parlance.server.handler import ServerSettings, read_json
 from parlance.server.memory import Memory
 from parlance.server.streaming import EventStreamResponse
 from parlance.store.responses import ResponseStore, StoredResponse
-
-Endpoint = Callable[[Request], Awaitable[Response]]
-
 
 async def _frames(frames: list) -> Any:
     for frame in frames:
@@ -30,7 +26,7 @@ async def _frames(frames: list) -> Any:
 
 class StoredResponses:
     """Each endpoint is authorized, and any refusal is answered in the OpenAI envelope,
-    in one place (`_answering`)."""
+    in one place (`server.endpoints.answering`)."""
 
     def __init__(self, models: ServedModels, settings: ServerSettings,
                  store: ResponseStore) -> None:
@@ -39,21 +35,12 @@ class StoredResponses:
         self.store = store
         self.dialect = OpenAIResponses()
         self.memory = Memory(self.dialect, store)
-        self.retrieve = self._answering(self._retrieve)
-        self.delete = self._answering(self._delete)
-        self.input_items = self._answering(self._input_items)
-        self.input_tokens = self._answering(self._input_tokens)
-        self.cancel = self._answering(self._cancel)
-
-    def _answering(self, endpoint: Endpoint) -> Endpoint:
-        async def answer(request: Request) -> Response:
-            try:
-                authorize(request, self.settings.api_keys)
-                return await endpoint(request)
-            except ParlanceError as exc:
-                return error_json(render_error(exc))
-
-        return answer
+        keys = settings.api_keys
+        self.retrieve = answering(self._retrieve, keys, render_error)
+        self.delete = answering(self._delete, keys, render_error)
+        self.input_items = answering(self._input_items, keys, render_error)
+        self.input_tokens = answering(self._input_tokens, keys, render_error)
+        self.cancel = answering(self._cancel, keys, render_error)
 
     def _stored(self, request: Request) -> StoredResponse:
         response_id = request.path_params["response_id"]
