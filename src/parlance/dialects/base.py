@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from parlance.core.accumulate import Completion
-from parlance.core.errors import ParlanceError
+from parlance.core.errors import Overloaded, ParlanceError
 from parlance.core.events import Event
 from parlance.core.request import GenerationRequest
 from parlance.engines.base import PromptInfo
@@ -28,6 +28,15 @@ class ErrorResponse:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, error: ParlanceError, status: int, body: dict[str, Any]) -> ErrorResponse:
+        """The HTTP-level headers every dialect sends with an error (Retry-After when
+        the server is overloaded) added to the dialect's own status and body."""
+        headers = {}
+        if isinstance(error, Overloaded):
+            headers["retry-after"] = str(max(1, round(error.retry_after)))
+        return cls(status, body, headers)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,11 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from parlance.core.errors import Overloaded, ParlanceError
+from parlance.core.errors import ParlanceError
 from parlance.core.events import Event, Finish, TextDelta, TopLogprob, Usage
 from parlance.core.request import SamplingParams
 from parlance.dialects.base import DONE, ErrorResponse, Frame
-from parlance.dialects.wire import WireModel
+from parlance.dialects.wire import Probability, WireModel
 
 # kind -> (HTTP status, OpenAI error type). 403 for context overflow follows seed 004.
 _STATUS = {
@@ -32,7 +32,6 @@ _STATUS = {
     "internal": (500, "server_error"),
 }
 
-Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
 
 
@@ -51,10 +50,7 @@ def error_object(error: ParlanceError) -> dict[str, Any]:
 
 def render_error(error: ParlanceError) -> ErrorResponse:
     status, _ = _STATUS.get(error.kind, _STATUS["internal"])
-    headers = {}
-    if isinstance(error, Overloaded):
-        headers["retry-after"] = str(max(1, round(error.retry_after)))
-    return ErrorResponse(status, {"error": error_object(error)}, headers)
+    return ErrorResponse.of(error, status, {"error": error_object(error)})
 
 
 def error_frames(error: ParlanceError) -> list[Frame]:

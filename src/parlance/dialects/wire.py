@@ -3,13 +3,14 @@ validation failure becomes an `InvalidRequest` naming the offending parameter.""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from parlance.core.errors import InvalidRequest
 
 M = TypeVar("M", bound=BaseModel)
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class WireModel(BaseModel):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from parlance.core.accumulate import Completion
-from parlance.core.errors import InvalidRequest, Overloaded, ParlanceError, ToolServerUnreachable
+from parlance.core.errors import InvalidRequest, ParlanceError, ToolServerUnreachable
 from parlance.core.messages import Message
 from parlance.dialects.base import Call, ErrorResponse, Served
 from parlance.dialects.lmstudio.request import (
@@ -60,10 +60,7 @@ def render_error(error: ParlanceError) -> ErrorResponse:
     status, _ = _ERRORS.get(error.kind, _ERRORS["internal"])
     if isinstance(error, ToolServerUnreachable):
         status = 500 if error.server_fault else 400
-    headers = {}
-    if isinstance(error, Overloaded):
-        headers["retry-after"] = str(max(1, round(error.retry_after)))
-    return ErrorResponse(status, {"error": error_object(error)}, headers)
+    return ErrorResponse.of(error, status, {"error": error_object(error)})
 
 
 def new_response_id() -> str:

@@ -21,9 +21,8 @@ from parlance.core.tools import (
     ToolProvider,
     ToolServerRef,
 )
-from parlance.dialects.wire import WireModel
+from parlance.dialects.wire import Probability, WireModel
 
-Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 REASONING = {"off": ReasoningEffort.NONE, "low": ReasoningEffort.LOW,
              "medium": ReasoningEffort.MEDIUM, "high": ReasoningEffort.HIGH,
              "on": ReasoningEffort.ON}
