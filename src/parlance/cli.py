@@ -120,9 +120,7 @@ def serve(config: ServeConfig, registry: dict) -> int:
                   f"({ctx.parallel} slots, context {ctx.n_ctx} "
                   f"{'shared' if ctx.kv_unified else 'each'}, {ctx.n_threads} threads)")
     models_dir = Path(config.models_dir)
-    first = ServedModel(spec, engine, int(time.time()), file_size(spec),
-                        config={"context_length": engine.context_length,
-                                "parallel": engine.slots})
+    first = ServedModel(spec, engine, int(time.time()), file_size(spec))
     models = ServedModels(
         [first], catalog=catalog(registry, models_dir), loader=loader,
         idle_ttl=config.jit_ttl or None,

@@ -37,7 +37,8 @@ class Generation(Protocol):
 
 
 class Engine(Protocol):
-    context_length: int
+    context_length: int  # tokens one sequence may use
+    slots: int  # sequences decoded together
     metrics: EngineMetrics  # scraped at GET /metrics
 
     async def start(self, request: GenerationRequest) -> Generation: ...

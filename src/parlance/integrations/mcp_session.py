@@ -110,9 +110,10 @@ class McpSession:
         finally:
             self._client = None
 
-    async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> tuple[str, bool]:
-        """(raw output, is_error). The output is the result's content blocks as JSON,
-        as LM Studio reports it: `[{"type":"text","text":"..."}]`."""
+    async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> str:
+        """The raw output: the result's content blocks as JSON, as LM Studio reports it
+        (`[{"type":"text","text":"..."}]`). An error result is output too: the model
+        reads what went wrong."""
         client = self._client
         if client is None:
             raise McpFailure("the connection is closed")
@@ -124,8 +125,7 @@ class McpSession:
             raise McpFailure(describe(exc)) from exc
         blocks = [block.model_dump(mode="json", by_alias=True, exclude_none=True)
                   for block in result.content]
-        return json.dumps(blocks, ensure_ascii=False, separators=(",", ":")), bool(
-            result.is_error)
+        return json.dumps(blocks, ensure_ascii=False, separators=(",", ":"))
 
     async def aclose(self) -> None:
         self._closing.set()

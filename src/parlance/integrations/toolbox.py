@@ -127,7 +127,7 @@ class Toolbox:
         `ToolServerUnreachable` when the server fails us."""
         tool = self._tools[name]
         try:
-            output, _ = await tool.session.call(name, arguments, self.settings.call_timeout)
+            output = await tool.session.call(name, arguments, self.settings.call_timeout)
         except McpFailure as exc:
             label = tool.provider.label
             raise ToolServerUnreachable(f"The MCP server '{label}' failed while running "

@@ -48,7 +48,16 @@ class ServedModel:
     jit: bool = False  # loaded on demand: unloaded after the idle TTL
     load_seconds: float | None = None
     last_used: float = field(default_factory=time.monotonic)
-    config: dict[str, Any] = field(default_factory=dict)  # load config as applied
+    options: LoadOptions = field(default_factory=LoadOptions)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The load config as applied (what the engine ended up with)."""
+        out: dict[str, Any] = {"context_length": self.engine.context_length,
+                               "parallel": self.engine.slots}
+        if self.options.eval_batch_size is not None:
+            out["eval_batch_size"] = self.options.eval_batch_size
+        return out
 
 
 def file_size(spec: ModelSpec) -> int:
@@ -165,13 +174,8 @@ class ServedModels:
             raise EngineFailure(f"Could not load the model '{spec.id}': {exc}",
                                 code="model_load_failed") from exc
         seconds = time.perf_counter() - started
-        config = {"context_length": engine.context_length}
-        slots = getattr(engine, "slots", None)
-        if slots is not None:
-            config["parallel"] = slots
-        if options.eval_batch_size is not None:
-            config["eval_batch_size"] = options.eval_batch_size
-        model = ServedModel(spec, engine, int(time.time()), size, jit, seconds, config=config)
+        model = ServedModel(spec, engine, int(time.time()), size, jit, seconds,
+                            options=options)
         self._models.append(model)
         log.info("loaded %s in %.2fs", spec.id, seconds)
         return model

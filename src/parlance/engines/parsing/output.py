@@ -171,20 +171,17 @@ class OutputParser:
             self._content(self._region_open + text + (close or ""), out)
 
     def _content(self, text: str, out: list[Event]) -> None:
-        if self._strip:
-            text = text.lstrip()
-            if not text:
-                return
-            self._strip = False
-        if text:
+        if text := self._unstripped(text):
             self._output_started = self._output_started or bool(text.strip())
             out.append(TextDelta(text, self.index))
 
     def _reasoning_text(self, text: str, out: list[Event]) -> None:
+        if text := self._unstripped(text):
+            out.append(ReasoningDelta(text, self.index))
+
+    def _unstripped(self, text: str) -> str:
+        """The text, without the leading whitespace still to be stripped."""
         if self._strip:
             text = text.lstrip()
-            if not text:
-                return
-            self._strip = False
-        if text:
-            out.append(ReasoningDelta(text, self.index))
+            self._strip = not text
+        return text
