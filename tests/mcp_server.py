@@ -11,21 +11,27 @@ from dataclasses import dataclass
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 from starlette.applications import Starlette
 from starlette.routing import Mount
+
+
+RAN: list[str] = []  # tools run by servers in this process, in order
 
 
 def build_server() -> MCPServer:
     server = MCPServer("huggingface")
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def model_search(sort: str, limit: int = 5) -> str:
         """Search models on the Hugging Face hub."""
+        RAN.append("model_search")
         return f"Showing first {limit} models sorted by {sort}: HuggingFaceTB/SmolLM2-135M"
 
     @server.tool()
     def add(a: int, b: int) -> str:
         """Add two integers."""
+        RAN.append("add")
         return str(a + b)
 
     @server.tool()

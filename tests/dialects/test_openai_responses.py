@@ -285,11 +285,3 @@ async def test_logprobs_with_include(client, fake_engine):
     assert fake_engine.requests[-1].logprobs == 1
     final = frames[-2][1]["response"]
     assert final["output"][0]["content"][0]["logprobs"] == delta["logprobs"]
-
-
-async def test_mcp_tools_are_a_clear_400_for_now(client):
-    response = await client.post(RESPONSES, json={**HELLO, "tools": [
-        {"type": "mcp", "server_label": "hub", "server_url": "https://example.com/mcp"}]})
-    assert response.status_code == 400
-    error = response.json()["error"]
-    assert error["param"] == "tools[0].type" and "/api/v1/chat" in error["message"]

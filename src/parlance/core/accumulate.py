@@ -25,6 +25,7 @@ from parlance.core.events import (
     ToolCallStart,
     ToolRefused,
     ToolResult,
+    ToolsListed,
     Usage,
 )
 from parlance.core.tools import ToolProvider
@@ -40,18 +41,22 @@ class ToolCallResult:
     provider: ToolProvider | None = None
     output: str | None = None  # the tool ran and said this
     refused: ToolRefused | None = None  # the tool was not run, and why
+    awaits_approval: bool = False  # held until the client approves it
+    approved_by: str | None = None  # ran on this approval of the client's
 
 
 @dataclass(slots=True)
 class TextPart:
     kind: Literal["text", "reasoning"]
     text: str
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class ChoiceResult:
     """One choice's output, merged (`text`, `reasoning`, `tool_calls`) and in the
-    order it was generated (`parts`: text and reasoning runs and calls, interleaved)."""
+    order it was generated (`parts`: tool listings, then text and reasoning runs and
+    calls, interleaved)."""
 
     index: int
     text: str = ""
@@ -59,14 +64,16 @@ class ChoiceResult:
     tool_calls: list[ToolCallResult] = field(default_factory=list)
     logprobs: list[TokenLogprob] | None = None
     finish_reason: FinishReason | None = None
-    parts: list[TextPart | ToolCallResult] = field(default_factory=list)
+    parts: list[TextPart | ToolCallResult | ToolsListed] = field(default_factory=list)
 
-    def add_text(self, kind: Literal["text", "reasoning"], text: str) -> None:
+    def add_text(self, kind: Literal["text", "reasoning"], text: str,
+                 logprobs: tuple[TokenLogprob, ...] = ()) -> None:
         last = self.parts[-1] if self.parts else None
         if isinstance(last, TextPart) and last.kind == kind:
             last.text += text
-        elif text:
-            self.parts.append(TextPart(kind, text))
+            last.logprobs += logprobs
+        elif text or logprobs:
+            self.parts.append(TextPart(kind, text, list(logprobs)))
 
 
 @dataclass(slots=True)
@@ -98,7 +105,7 @@ class Accumulator:
             case TextDelta(text=text, index=index, logprobs=logprobs):
                 choice = result.choice(index)
                 choice.text += text
-                choice.add_text("text", text)
+                choice.add_text("text", text, logprobs or ())
                 if logprobs is not None:
                     choice.logprobs = (choice.logprobs or []) + list(logprobs)
             case ReasoningDelta(text=text, index=index):
@@ -106,7 +113,9 @@ class Accumulator:
                 choice.reasoning += text
                 choice.add_text("reasoning", text)
             case ToolCallStart(call_id=call_id, name=name, index=index, provider=provider):
-                call = ToolCallResult(call_id, name, provider=provider)
+                call = ToolCallResult(call_id, name, provider=provider,
+                                      awaits_approval=event.awaits_approval,
+                                      approved_by=event.approved_by)
                 result.choice(index).tool_calls.append(call)
                 result.choice(index).parts.append(call)
             case ToolCallArgs(fragment=fragment, index=index, call_index=call_index):
@@ -115,6 +124,8 @@ class Accumulator:
                 result.choice(index).tool_calls[call_index].output = output
             case ToolRefused(index=index, call_index=call_index):
                 result.choice(index).tool_calls[call_index].refused = event
+            case ToolsListed():
+                result.choice(0).parts.append(event)
             case ModelLoad(seconds=seconds):
                 if seconds is not None:
                     result.load_seconds = seconds

@@ -6,6 +6,7 @@ Merge rules (what the accumulator does, and what every encoder may rely on):
   then `ToolCallEnd`, all with the same `index` and `call_index`.
 - A server-side tool call (one the server runs itself, e.g. on an MCP server)
   is followed by its `ToolResult` or `ToolRefused`, same `index`/`call_index`.
+- `ToolsListed` (one per tool server) comes before any generated event.
 - `Progress` and `ModelLoad` are advisory and may be dropped by a dialect.
 - Each choice ends with exactly one `Finish`; after every choice has finished
   the engine sends one `Usage` for the whole request.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from parlance.core.errors import ParlanceError
-from parlance.core.tools import ToolProvider
+from parlance.core.tools import ToolProvider, ToolSpec
 
 
 class FinishReason(str, Enum):
@@ -66,13 +67,17 @@ class ReasoningDelta:
 @dataclass(frozen=True, slots=True)
 class ToolCallStart:
     """`provider` is set for a call the server runs itself (None: the client runs it,
-    or no known tool has that name)."""
+    or no known tool has that name). Such a call may be held for the client's
+    approval (`awaits_approval`: it does not run in this turn), or run because the
+    client approved it (`approved_by`: the approval's id)."""
 
     call_id: str
     name: str
     index: int = 0
     call_index: int = 0
     provider: ToolProvider | None = None
+    awaits_approval: bool = False
+    approved_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,15 @@ class ToolRefused:
     reason: str
     index: int = 0
     call_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsListed:
+    """The tools a server-side tool server offers the model in this request (after
+    the request's own filter), sent before anything else is generated."""
+
+    provider: ToolProvider
+    tools: tuple[ToolSpec, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +187,7 @@ Event = (
     | ToolCallEnd
     | ToolResult
     | ToolRefused
+    | ToolsListed
     | ModelLoad
     | Progress
     | Finish

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from parlance.core.messages import Message
 from parlance.core.tools import (
+    ApprovedCall,
     ReasoningRequest,
     ResponseFormat,
     ToolChoice,
@@ -77,6 +78,9 @@ class GenerationRequest:
     # Tools the server runs itself; the server turns them into `tools` before an
     # engine sees the request (engines never run tools).
     tool_servers: tuple[ToolServerRef, ...] = ()
+    # Calls to those tools that the client approved since the last turn: they run
+    # before the model is called.
+    approved_calls: tuple[ApprovedCall, ...] = ()
 
     @property
     def callable_tools(self) -> tuple[ToolSpec, ...]:

@@ -33,16 +33,51 @@ class ToolProvider:
 
 
 @dataclass(frozen=True, slots=True)
+class Approval:
+    """Which of a server's tools wait for the client's go-ahead before they run
+    (OpenAI's `require_approval`). A tool in `always` (by name, or any read-only tool
+    when `always_read_only`) waits; one in `never` runs at once; `default` decides
+    the rest. The default rule never waits (LM Studio has no approvals)."""
+
+    default: bool = False
+    always: frozenset[str] = frozenset()
+    never: frozenset[str] = frozenset()
+    always_read_only: bool = False
+    never_read_only: bool = False
+
+    def required(self, name: str, read_only: bool = False) -> bool:
+        if name in self.always or (read_only and self.always_read_only):
+            return True
+        if name in self.never or (read_only and self.never_read_only):
+            return False
+        return self.default
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovedCall:
+    """A server-side call the model made in an earlier turn and the client has since
+    approved: it runs before the model continues. `approval_id` names the approval."""
+
+    call_id: str
+    name: str
+    arguments: str
+    approval_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolServerRef:
     """A server whose tools the server itself runs for this request: a plugin id the
     operator configured, or an MCP server URL the request named. `allowed_tools`
-    None allows every tool it lists. `param` names it in the client's request."""
+    None allows every tool it lists (`allow_read_only`: and every tool the server
+    marks read-only). `param` names it in the client's request."""
 
     provider: ToolProvider
     url: str | None = None  # ephemeral MCP servers only
     allowed_tools: tuple[str, ...] | None = None
     headers: tuple[tuple[str, str], ...] = ()
     param: str = "integrations"
+    approval: Approval = Approval()
+    allow_read_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

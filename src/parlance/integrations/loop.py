@@ -49,9 +49,12 @@ def merged(total: Usage | None, more: Usage) -> Usage:
 
 
 class ToolLoop:
-    def __init__(self, first: Generation, request: GenerationRequest, toolbox: Toolbox,
-                 start: Start) -> None:
-        self.prompts = first.prompts
+    """`first` is the first round, already started; None when calls the client
+    approved must run before the model is called at all."""
+
+    def __init__(self, first: Generation | None, request: GenerationRequest,
+                 toolbox: Toolbox, start: Start) -> None:
+        self.prompts = first.prompts if first is not None else ()
         self._current = first
         self._request = request
         self._toolbox = toolbox
@@ -61,7 +64,8 @@ class ToolLoop:
 
     def cancel(self) -> None:
         self._cancelled = True
-        self._current.cancel()
+        if self._current is not None:
+            self._current.cancel()
         if self._running is not None:
             self._running.cancel()
 
@@ -69,8 +73,30 @@ class ToolLoop:
         return self._events()
 
     async def _events(self) -> AsyncIterator[Event]:
+        for listing in self._toolbox.listings:
+            yield listing
         offset, rounds, usage = 0, 0, None
         request = self._request
+        if self._current is None:
+            approved = [ToolCall(c.call_id, c.name, c.arguments) for c in request.approved_calls]
+            for i, call in enumerate(request.approved_calls):
+                yield ToolCallStart(call.call_id, call.name, call_index=i,
+                                    provider=self._toolbox.provider(call.name),
+                                    approved_by=call.approval_id)
+                yield ToolCallArgs(call.arguments, call_index=i)
+                yield ToolCallEnd(call_index=i)
+            outputs: list[str] = []
+            async for event in self._execute(list(enumerate(approved)), outputs):
+                yield event
+            if len(outputs) < len(approved):
+                return  # failed or cancelled
+            offset = len(approved)
+            request = self._next_request(request, "", approved, outputs, rounds)
+            try:
+                self._current = await self._start(request)
+            except ParlanceError as exc:
+                yield Failed(exc)
+                return
         while True:
             round_ = Accumulator()
             finish: Finish | None = None
@@ -87,39 +113,57 @@ class ToolLoop:
                         return
                 round_.feed(event)
                 yield self._renumbered(event, offset)
-            calls = round_.result.choice(0)
+            said = round_.result.choice(0)
             if finish is None or self._cancelled:
                 return  # cancelled: the stream just ends
-            if finish.reason is not FinishReason.TOOL_CALLS or not self._server_side(calls):
+            if finish.reason is not FinishReason.TOOL_CALLS or not self._server_side(said):
                 yield finish
                 if usage is not None:
                     yield usage
                 return
+            calls = [ToolCall(c.call_id, c.name, c.arguments) for c in said.tool_calls]
+            ready = [(offset + i, call) for i, call in enumerate(calls)
+                     if not self._toolbox.awaits_approval(call.name)]
             outputs = []
-            for i, call in enumerate(calls.tool_calls):
-                try:
-                    outcome = await self._run(call.name, call.arguments)
-                except ParlanceError as exc:
-                    yield Failed(exc)
-                    return
-                except asyncio.CancelledError:
-                    if self._cancelled:
-                        return
-                    raise
-                if isinstance(outcome, ToolRefused):
-                    yield replace(outcome, call_index=offset + i)
-                    outputs.append(outcome.reason)
-                else:
-                    yield ToolResult(outcome, call_index=offset + i)
-                    outputs.append(outcome)
-            offset += len(calls.tool_calls)
+            async for event in self._execute(ready, outputs):
+                yield event
+            if len(outputs) < len(ready):
+                return  # failed or cancelled
+            if len(ready) < len(calls):  # some calls wait for the client's approval
+                yield finish
+                if usage is not None:
+                    yield usage
+                return
+            offset += len(calls)
             rounds += 1
-            request = self._next_request(request, calls, outputs, rounds)
+            request = self._next_request(request, said.text, calls, outputs, rounds)
             try:
                 self._current = await self._start(request)
             except ParlanceError as exc:
                 yield Failed(exc)
                 return
+
+    async def _execute(self, calls: list[tuple[int, ToolCall]],
+                       outputs: list[str]) -> AsyncIterator[Event]:
+        """Run each (call_index, call) in turn, reporting its `ToolResult` or
+        `ToolRefused` and keeping what the model will read in `outputs`; a failure
+        ends the run with `Failed`, a cancellation silently (outputs stay short)."""
+        for call_index, call in calls:
+            try:
+                outcome = await self._run(call.name, call.arguments)
+            except ParlanceError as exc:
+                yield Failed(exc)
+                return
+            except asyncio.CancelledError:
+                if self._cancelled:
+                    return
+                raise
+            if isinstance(outcome, ToolRefused):
+                yield replace(outcome, call_index=call_index)
+                outputs.append(outcome.reason)
+            else:
+                yield ToolResult(outcome, call_index=call_index)
+                outputs.append(outcome)
 
     def _server_side(self, calls: ChoiceResult) -> bool:
         """False when the model called a tool the client runs itself: the client
@@ -132,7 +176,8 @@ class ToolLoop:
         match event:
             case ToolCallStart():
                 return replace(event, call_index=event.call_index + offset,
-                               provider=self._toolbox.provider(event.name))
+                               provider=self._toolbox.provider(event.name),
+                               awaits_approval=self._toolbox.awaits_approval(event.name))
             case ToolCallArgs() | ToolCallEnd():
                 return replace(event, call_index=event.call_index + offset)
         return event
@@ -147,18 +192,17 @@ class ToolLoop:
         finally:
             self._running = None
 
-    def _next_request(self, request: GenerationRequest, calls: ChoiceResult,
+    def _next_request(self, request: GenerationRequest, text: str, calls: list[ToolCall],
                       outputs: list[str], rounds: int) -> GenerationRequest:
         prompt = request.prompts[0]
         assert isinstance(prompt, ChatInput)
-        said = Message("assistant", calls.text, tool_calls=tuple(
-            ToolCall(c.call_id, c.name, c.arguments) for c in calls.tool_calls))
-        results = [Message("tool", output, name=c.name, tool_call_id=c.call_id)
-                   for c, output in zip(calls.tool_calls, outputs)]
+        said = Message("assistant", text, tool_calls=tuple(calls))
+        results = [Message("tool", output, name=c.name, tool_call_id=c.id)
+                   for c, output in zip(calls, outputs)]
         choice = request.tool_choice
         if rounds >= self._toolbox.settings.max_rounds:
             choice = ToolChoice("none")
-        elif choice.forced:
+        elif choice.forced and rounds:
             choice = ToolChoice("auto")  # a forced call was made; now the model may answer
         return replace(request, prompts=(ChatInput((*prompt.messages, said, *results)),),
-                       tool_choice=choice)
+                       tool_choice=choice, approved_calls=())

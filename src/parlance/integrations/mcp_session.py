@@ -51,6 +51,7 @@ class RemoteTool:
     name: str
     description: str
     input_schema: dict[str, Any]
+    read_only: bool = False  # the server says it changes nothing (readOnlyHint)
 
 
 def describe(exc: BaseException) -> str:
@@ -140,7 +141,8 @@ async def _list_tools(client: Client) -> list[RemoteTool]:
     tools, cursor = [], None
     while True:
         page = await client.list_tools(cursor=cursor)
-        tools += [RemoteTool(t.name, t.description or "", dict(t.input_schema or {}))
+        tools += [RemoteTool(t.name, t.description or "", dict(t.input_schema or {}),
+                             bool(t.annotations and t.annotations.read_only_hint))
                   for t in page.tools]
         cursor = page.next_cursor
         if not cursor:

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from parlance.core.errors import ToolServerUnreachable
-from parlance.core.events import ToolRefused
+from parlance.core.events import ToolRefused, ToolsListed
 from parlance.core.tools import ToolProvider, ToolServerRef, ToolSpec
 from parlance.integrations.address_guard import check_public_url
 from parlance.integrations.mcp_session import Endpoint, McpFailure, McpSession, RemoteTool
@@ -24,8 +24,16 @@ from parlance.integrations.settings import IntegrationSettings
 @dataclass(frozen=True, slots=True)
 class ServerTool:
     tool: RemoteTool
-    provider: ToolProvider
+    ref: ToolServerRef
     session: McpSession
+
+    @property
+    def provider(self) -> ToolProvider:
+        return self.ref.provider
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.tool.name, self.tool.description, self.tool.input_schema or
+                        {"type": "object", "properties": {}}, param=self.ref.param)
 
 
 def _failure(ref: ToolServerRef, why: str) -> ToolServerUnreachable:
@@ -58,12 +66,19 @@ async def _endpoint(ref: ToolServerRef, settings: IntegrationSettings) -> Endpoi
     return Endpoint(url=ref.url, headers=ref.headers)
 
 
+def _allowed(ref: ToolServerRef, tool: RemoteTool) -> bool:
+    return (ref.allowed_tools is None or tool.name in ref.allowed_tools
+            or (ref.allow_read_only and tool.read_only))
+
+
 class Toolbox:
     def __init__(self, tools: dict[str, ServerTool], sessions: list[McpSession],
-                 settings: IntegrationSettings) -> None:
+                 settings: IntegrationSettings,
+                 listings: tuple[ToolsListed, ...] = ()) -> None:
         self._tools = tools
         self._sessions = sessions
         self.settings = settings
+        self.listings = listings  # what each server offers, in the request's order
 
     @classmethod
     async def open(cls, refs: tuple[ToolServerRef, ...],
@@ -83,21 +98,27 @@ class Toolbox:
         except BaseException:
             await _close(sessions)
             raise
+        offered = [[ServerTool(tool, ref, session) for tool in session.tools
+                    if _allowed(ref, tool)] for ref, session in zip(refs, sessions)]
         tools: dict[str, ServerTool] = {}
-        for ref, session in zip(refs, sessions):
-            for tool in session.tools:
-                if ref.allowed_tools is None or tool.name in ref.allowed_tools:
-                    tools.setdefault(tool.name, ServerTool(tool, ref.provider, session))
-        return cls(tools, sessions, settings)
+        for server in offered:
+            for tool in server:
+                tools.setdefault(tool.tool.name, tool)
+        listings = tuple(ToolsListed(ref.provider, tuple(t.spec() for t in server))
+                         for ref, server in zip(refs, offered))
+        return cls(tools, sessions, settings, listings)
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(ToolSpec(name, t.tool.description, t.tool.input_schema or
-                              {"type": "object", "properties": {}}, param="integrations")
-                     for name, t in self._tools.items())
+        return tuple(t.spec() for t in self._tools.values())
 
     def provider(self, name: str) -> ToolProvider | None:
         found = self._tools.get(name)
         return found.provider if found else None
+
+    def awaits_approval(self, name: str) -> bool:
+        """Whether a call to `name` waits for the client's approval before it runs."""
+        found = self._tools.get(name)
+        return found is not None and found.ref.approval.required(name, found.tool.read_only)
 
     def check(self, name: str, arguments: str) -> dict[str, Any] | ToolRefused:
         """The arguments to run `name` with, or why the call may not run."""

@@ -150,6 +150,9 @@ class GenerationHandler:
         the prompt fits the context."""
         while True:
             request = with_sampling_defaults(call.request, dict(model.spec.sampling))
+            if toolbox is not None and request.approved_calls:
+                # the approved calls run first; the loop then starts the model itself
+                return call, ToolLoop(None, request, toolbox, model.engine.start)
             try:
                 generation = await model.engine.start(request)
                 if toolbox is not None:
@@ -213,7 +216,12 @@ class GenerationHandler:
 def _with_tools(call: Call, toolbox: Toolbox) -> Call:
     """The call offering the model its server-side tools besides the client's own."""
     request = call.request
-    return replace(call, request=replace(request, tools=(*request.tools, *toolbox.specs())))
+    tools = (*request.tools, *toolbox.specs())
+    choice = request.tool_choice
+    if choice.mode == "named" and choice.name not in {t.name for t in tools}:
+        raise InvalidRequest(f"tool_choice names the tool '{choice.name}', which no tool "
+                             "server of this request offers.", param="tool_choice")
+    return replace(call, request=replace(request, tools=tools))
 
 
 async def guarded(generation: Generation, deadline: float) -> AsyncIterator[Event]:

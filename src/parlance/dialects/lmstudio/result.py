@@ -58,7 +58,7 @@ def output_items(completion: Completion) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             kind = "message" if part.kind == "text" else "reasoning"
             items.append({"type": kind, "content": part.text})
-        elif (item := _call_item(part)) is not None:
+        elif isinstance(part, ToolCallResult) and (item := _call_item(part)) is not None:
             items.append(item)
     return items
 

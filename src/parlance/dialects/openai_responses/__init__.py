@@ -20,6 +20,7 @@ from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
 from parlance.dialects import openai_tools
 from parlance.dialects.openai_common import new_id, now, render_error
+from parlance.dialects.openai_responses import mcp
 from parlance.dialects.openai_responses import request as wire
 from parlance.dialects.openai_responses.output import OutputBuilder
 from parlance.dialects.wire import parse_body
@@ -37,8 +38,13 @@ class ResponsesCall(Call):
     context: tuple[dict[str, Any], ...]  # every input item the model sees, chain included
 
 
-def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]]) -> GenerationRequest:
-    tools = openai_tools.tool_specs(body.tools or [], "tools[{i}]")
+def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]], *,
+             whole: bool = True) -> GenerationRequest:
+    """`whole`: the context is the whole conversation (not yet the case while a
+    chained request's stored turns are unknown)."""
+    functions = [t for t in body.tools or () if isinstance(t, wire.FunctionTool)]
+    tools = openai_tools.tool_specs(functions, "tools[{i}]")
+    servers = mcp.tool_servers(body.tools or [])
     messages = wire.messages_of(context)
     if body.instructions:
         messages.insert(0, Message("system", body.instructions))
@@ -60,6 +66,8 @@ def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]]) -> Gene
         parallel_tool_calls=body.parallel_tool_calls,
         response_format=wire.response_format(body.text),
         reasoning=wire.reasoning(body),
+        tool_servers=servers,
+        approved_calls=mcp.approved_calls(context, servers) if whole else (),
     )
 
 
@@ -105,8 +113,10 @@ def response_object(call: ResponsesCall, model: str, *, status: str,
         "text": {"format": fmt.model_dump(by_alias=True, exclude_none=True) if fmt
                  else {"type": "text"}},
         "tool_choice": (body.tool_choice.model_dump() if isinstance(
-            body.tool_choice, wire.NamedFunction) else body.tool_choice or "auto"),
-        "tools": [{"type": "function", "name": t.name, "description": t.description,
+            body.tool_choice, wire.NamedFunction | mcp.NamedMcp)
+            else body.tool_choice or "auto"),
+        "tools": [t.echoed() if isinstance(t, mcp.McpTool) else
+                  {"type": "function", "name": t.name, "description": t.description,
                    "parameters": t.parameters, "strict": bool(t.strict)}
                   for t in body.tools or ()],
         "top_logprobs": body.top_logprobs or 0,
@@ -127,11 +137,19 @@ def usage_object(usage: Usage) -> dict[str, Any]:
             "total_tokens": usage.total_tokens}
 
 
+def _builder(call: ResponsesCall) -> OutputBuilder:
+    """Output items for this call; a server whose tools the conversation has listed
+    already is not listed again (as on OpenAI)."""
+    listed = frozenset(item.get("server_label") for item in call.context
+                       if item.get("type") == "mcp_list_tools")
+    return OutputBuilder(logprobs=call.request.logprobs is not None, listed=listed)
+
+
 class ResponsesEncoder:
     def __init__(self, call: ResponsesCall, served: Served) -> None:
         self._call = call
         self._model = served.model
-        self._builder = OutputBuilder(logprobs=call.request.logprobs is not None)
+        self._builder = _builder(call)
         self._sequence = 0
         self._usage: Usage | None = None
         self._reason: FinishReason | None = None
@@ -193,12 +211,6 @@ class OpenAIResponses:
     stored_kind = "response"
 
     def parse(self, body: Any) -> ResponsesCall:
-        for i, tool in enumerate(body.get("tools") or [] if isinstance(body, dict) else []):
-            if isinstance(tool, dict) and tool.get("type") == "mcp":
-                raise InvalidRequest(
-                    "MCP tools are not supported on /v1/responses yet; this server runs MCP "
-                    "tools for LM Studio's POST /api/v1/chat (integrations).",
-                    param=f"tools[{i}].type", code="unsupported_tool_type")
         req = parse_body(wire.ResponsesRequest, body)
         # (continued() rebuilds the request once the stored conversation is known)
         if req.background:
@@ -214,7 +226,8 @@ class OpenAIResponses:
         if len(plain) != len(items) and req.previous_response_id is None:
             raise InvalidRequest("item_reference needs previous_response_id to refer to.",
                                  param="input")
-        return ResponsesCall(_request(req, plain), req.stream, new_id("resp_"), now(), req,
+        whole = req.previous_response_id is None
+        return ResponsesCall(_request(req, plain, whole=whole), req.stream, new_id("resp_"), now(), req,
                              tuple(items), tuple(plain))
 
     # -- state: what a response continues, and what is kept of it ---------------
@@ -255,7 +268,7 @@ class OpenAIResponses:
 
     def render(self, call: ResponsesCall, served: Served,
                completion: Completion) -> dict[str, Any]:
-        builder = OutputBuilder(logprobs=call.request.logprobs is not None)
+        builder = _builder(call)
         choice = completion.choice(0)
         builder.replay(choice)
         incomplete = choice.finish_reason is FinishReason.LENGTH

@@ -1,13 +1,18 @@
 """Folds core events into Responses output items, in generation order, and names the
 stream events each step takes: one item is opened and closed at a time, with
-`output_index` 0, 1, 2… (reasoning, message text, function calls)."""
+`output_index` 0, 1, 2… (tool lists, reasoning, message text, function calls, MCP
+calls and approval requests).
+
+An MCP call stays open until its result: when the model made several calls in one
+turn, the later ones are held back until the earlier one's result closes it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
-from parlance.core.accumulate import ChoiceResult
+from parlance.core.accumulate import ChoiceResult, TextPart, ToolCallResult
 from parlance.core.events import (
     Event,
     ReasoningDelta,
@@ -16,7 +21,11 @@ from parlance.core.events import (
     ToolCallArgs,
     ToolCallEnd,
     ToolCallStart,
+    ToolRefused,
+    ToolResult,
+    ToolsListed,
 )
+from parlance.core.tools import ToolProvider, ToolSpec
 from parlance.dialects.openai_common import new_id, token_spelling
 
 StreamEvent = tuple[str, dict[str, Any]]  # (type, fields other than type/sequence_number)
@@ -31,11 +40,15 @@ def logprob_entries(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> li
 
 
 class OutputBuilder:
-    def __init__(self, *, logprobs: bool = False, ids: Iterator[str] | None = None) -> None:
+    def __init__(self, *, logprobs: bool = False, ids: Iterator[str] | None = None,
+                 listed: frozenset[str] = frozenset()) -> None:
         self.items: list[dict[str, Any]] = []
         self._open: dict[str, Any] | None = None
         self._logprobs = logprobs
         self._ids = ids  # item ids to reuse (replaying a stored response)
+        self._listed = listed  # servers whose tools the conversation already listed
+        self._awaiting: int | None = None  # call_index of the open MCP call
+        self._held: list[Event] = []  # events after that call, until its result
 
     def _new_id(self, prefix: str) -> str:
         return next(self._ids) if self._ids is not None else new_id(prefix)
@@ -45,54 +58,72 @@ class OutputBuilder:
         return len(self.items) - 1
 
     def feed(self, event: Event) -> list[StreamEvent]:
+        if self._awaiting is not None:
+            if isinstance(event, ToolResult | ToolRefused) and event.call_index == self._awaiting:
+                return self._outcome(event) + self._release()
+            self._held.append(event)
+            return []
         match event:
             case TextDelta(text=text, logprobs=logprobs) if text or logprobs:
                 return self._text(text, logprobs or ())
             case ReasoningDelta(text=text) if text:
                 return self._reasoning(text)
+            case ToolsListed(provider=provider, tools=tools):
+                return [] if provider.label in self._listed else self._tool_list(provider, tools)
+            case ToolCallStart(provider=provider) if provider is not None:
+                return self.close() + self._mcp_call(event, provider)
             case ToolCallStart(call_id=call_id, name=name):
                 out = self.close()
                 item = {"type": "function_call", "id": self._new_id("fc_"), "call_id": call_id,
                         "name": name, "arguments": "", "status": "in_progress"}
                 return out + self._add(item)
-            case ToolCallArgs(fragment=fragment) if self._is_open("function_call"):
-                self._open["arguments"] += fragment  # type: ignore[index]
-                return [("response.function_call_arguments.delta",
-                         {"item_id": self._open["id"], "output_index": self._index,  # type: ignore[index]
-                          "delta": fragment})]
+            case ToolCallArgs(fragment=fragment) if self._open is not None:
+                return self._arguments(fragment)
+            case ToolCallEnd(call_index=call_index) if self._is_open("mcp_call"):
+                self._awaiting = call_index
+                return [("response.mcp_call_arguments.done",
+                         {**self._where(), "arguments": self._open["arguments"]})]  # type: ignore[index]
             case ToolCallEnd():
                 return self.close()
         return []
 
     def close(self, *, incomplete: bool = False) -> list[StreamEvent]:
-        """Close the open item, if any."""
+        """Close the open item, if any (and then whatever was held back behind it)."""
         item, self._open = self._open, None
         if item is None:
             return []
         where = {"item_id": item["id"], "output_index": self._index}
         out: list[StreamEvent] = []
-        if item["type"] == "function_call":
-            out.append(("response.function_call_arguments.done",
-                        {**where, "name": item["name"], "arguments": item["arguments"]}))
-        elif item["type"] == "message":
-            part = item["content"][0]
-            done = {**where, "content_index": 0, "text": part["text"],
-                    "logprobs": part["logprobs"]}
-            out += [("response.output_text.done", done),
-                    ("response.content_part.done", {**where, "content_index": 0, "part": part})]
-        else:
-            part = item["content"][0]
-            out += [("response.reasoning_text.done", {**where, "content_index": 0,
-                                                      "text": part["text"]}),
-                    ("response.content_part.done", {**where, "content_index": 0, "part": part})]
-        item["status"] = "incomplete" if incomplete else "completed"
+        match item["type"]:
+            case "function_call":
+                out.append(("response.function_call_arguments.done",
+                            {**where, "name": item["name"], "arguments": item["arguments"]}))
+            case "message":
+                part = item["content"][0]
+                done = {**where, "content_index": 0, "text": part["text"],
+                        "logprobs": part["logprobs"]}
+                out += [("response.output_text.done", done),
+                        ("response.content_part.done",
+                         {**where, "content_index": 0, "part": part})]
+            case "reasoning":
+                part = item["content"][0]
+                out += [("response.reasoning_text.done", {**where, "content_index": 0,
+                                                          "text": part["text"]}),
+                        ("response.content_part.done",
+                         {**where, "content_index": 0, "part": part})]
+        if "status" in item and item["status"] == "in_progress":
+            item["status"] = "incomplete" if incomplete else "completed"
         out.append(("response.output_item.done", {"output_index": self._index, "item": item}))
+        if self._awaiting is not None:  # the stream ends before the call's result
+            self._awaiting = None
+            out += self._release()
+            out += self.close(incomplete=incomplete)
         return out
 
     def replay_items(self, items: list[dict[str, Any]]) -> list[StreamEvent]:
         """Stored output items again as stream events (one delta per item)."""
         out: list[StreamEvent] = []
-        for item in items:
+        for n, item in enumerate(items):
             match item.get("type"):
                 case "message":
                     text = "".join(p.get("text", "") for p in item.get("content", []))
@@ -103,22 +134,101 @@ class OutputBuilder:
                 case "function_call":
                     out += self.feed(ToolCallStart(item["call_id"], item["name"]))
                     out += self.feed(ToolCallArgs(item.get("arguments", "")))
+                case "mcp_list_tools":
+                    out += self.feed(ToolsListed(
+                        ToolProvider("ephemeral_mcp", item["server_label"]),
+                        tuple(ToolSpec(t["name"], t.get("description") or "",
+                                       t.get("input_schema") or {}) for t in item["tools"])))
+                case "mcp_call" | "mcp_approval_request":
+                    out += self._replay_call(_stored_call(item), n)
             out += self.close(incomplete=item.get("status") == "incomplete")
         return out
 
     def replay(self, choice: ChoiceResult) -> None:
         """A finished choice, in the order a stream would have produced it."""
-        if choice.reasoning:
-            self._reasoning(choice.reasoning)
-        if choice.text or choice.logprobs:
-            self._text(choice.text, tuple(choice.logprobs or ()))
-        for call in choice.tool_calls:
-            self.feed(ToolCallStart(call.call_id, call.name))
-            self.feed(ToolCallArgs(call.arguments))
-            self.close()
+        calls = 0
+        for part in choice.parts:
+            match part:
+                case TextPart(kind="reasoning", text=text):
+                    self._reasoning(text)
+                case TextPart(text=text, logprobs=logprobs):
+                    self._text(text, tuple(logprobs))
+                case ToolsListed():
+                    self.feed(part)
+                case ToolCallResult():
+                    self._replay_call(part, calls)
+                    calls += 1
         self.close()
 
+    def _replay_call(self, call: ToolCallResult, call_index: int) -> list[StreamEvent]:
+        provider = call.provider
+        out = self.feed(ToolCallStart(call.call_id, call.name, call_index=call_index,
+                                      provider=provider, awaits_approval=call.awaits_approval,
+                                      approved_by=call.approved_by))
+        out += self.feed(ToolCallArgs(call.arguments, call_index=call_index))
+        out += self.feed(ToolCallEnd(call_index=call_index))
+        if call.refused is not None:
+            out += self.feed(replace(call.refused, call_index=call_index))
+        elif call.output is not None:
+            out += self.feed(ToolResult(call.output, call_index=call_index))
+        return out
+
     # -- items ----------------------------------------------------------------
+
+    def _where(self) -> dict[str, Any]:
+        return {"item_id": self._open["id"], "output_index": self._index}  # type: ignore[index]
+
+    def _release(self) -> list[StreamEvent]:
+        """The events held back behind an MCP call, now that it is closed."""
+        held, self._held = self._held, []
+        out: list[StreamEvent] = []
+        for event in held:
+            out += self.feed(event)
+        return out
+
+    def _arguments(self, fragment: str) -> list[StreamEvent]:
+        item = self._open
+        assert item is not None
+        item["arguments"] += fragment
+        kind = {"function_call": "response.function_call_arguments.delta",
+                "mcp_call": "response.mcp_call_arguments.delta"}.get(item["type"])
+        return [] if kind is None else [(kind, {**self._where(), "delta": fragment})]
+
+    def _tool_list(self, provider: ToolProvider, tools: tuple[ToolSpec, ...]) -> list[StreamEvent]:
+        out = self.close()
+        item: dict[str, Any] = {"type": "mcp_list_tools", "id": self._new_id("mcpl_"),
+                                "server_label": provider.label, "tools": []}
+        out += self._add(item)
+        item["tools"] = [{"name": t.name, "description": t.description,
+                          "input_schema": t.parameters, "annotations": None} for t in tools]
+        out += [("response.mcp_list_tools.in_progress", self._where()),
+                ("response.mcp_list_tools.completed", self._where())]
+        return out + self.close()
+
+    def _mcp_call(self, start: ToolCallStart, provider: ToolProvider) -> list[StreamEvent]:
+        if start.awaits_approval:
+            return self._add({"type": "mcp_approval_request", "id": self._new_id("mcpr_"),
+                              "server_label": provider.label, "name": start.name,
+                              "arguments": ""})
+        item = {"type": "mcp_call", "id": self._new_id("mcp_"), "server_label": provider.label,
+                "name": start.name, "arguments": "", "status": "in_progress", "output": None,
+                "error": None, "approval_request_id": start.approved_by}
+        return self._add(item) + [("response.mcp_call.in_progress", self._where())]
+
+    def _outcome(self, event: ToolResult | ToolRefused) -> list[StreamEvent]:
+        """The open MCP call's result (or why it did not run) closes it."""
+        self._awaiting = None
+        item = self._open
+        assert item is not None
+        if isinstance(event, ToolResult):
+            item["output"], item["status"] = event.output, "completed"
+            done = "response.mcp_call.completed"
+        else:  # JSON-RPC "invalid params", which MCP also uses for an unknown tool
+            item["error"] = {"type": "mcp_protocol_error", "code": -32602,
+                             "message": event.reason}
+            item["status"] = "failed"
+            done = "response.mcp_call.failed"
+        return [(done, self._where()), *self.close()]
 
     def _is_open(self, kind: str) -> bool:
         return self._open is not None and self._open["type"] == kind
@@ -172,3 +282,18 @@ def _copy(item: dict[str, Any]) -> dict[str, Any]:
     if "content" in out:
         out["content"] = []
     return out
+
+
+def _stored_call(item: dict[str, Any]) -> ToolCallResult:
+    """A stored MCP call (or approval request) as the call it records."""
+    call = ToolCallResult(item.get("approval_request_id") or item["id"], item["name"],
+                          item.get("arguments", ""),
+                          ToolProvider("ephemeral_mcp", item["server_label"]),
+                          output=item.get("output"),
+                          awaits_approval=item["type"] == "mcp_approval_request",
+                          approved_by=item.get("approval_request_id"))
+    error = item.get("error")
+    if error is not None:
+        message = error.get("message", "") if isinstance(error, dict) else str(error)
+        call.refused = ToolRefused("invalid_arguments", message)
+    return call

@@ -13,6 +13,8 @@ from parlance.core.messages import Message, ToolCall
 from parlance.core.tools import ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
 from parlance.dialects import openai_tools
 from parlance.dialects.openai_common import new_id
+from parlance.dialects.openai_responses import mcp
+from parlance.dialects.openai_responses.mcp import McpTool, NamedMcp
 from parlance.dialects.openai_tools import FunctionName
 from parlance.dialects.wire import WireModel
 
@@ -48,12 +50,15 @@ class TextConfig(WireModel):
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
+Tool = Annotated[FunctionTool | McpTool, Field(discriminator="type")]
+
+
 class ResponsesRequest(WireModel):
     model: str | None = None
     input: str | Annotated[list[dict[str, Any]], Field(min_length=1)]
     instructions: str | None = None
-    tools: list[FunctionTool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedFunction | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedFunction | NamedMcp | None = None
     parallel_tool_calls: bool = True
     max_output_tokens: Annotated[int, Field(ge=16)] | None = None
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
@@ -86,9 +91,16 @@ class ResponsesRequest(WireModel):
 
 
 def tool_choice(req: ResponsesRequest, tools: tuple[ToolSpec, ...]) -> ToolChoice:
-    named = req.tool_choice.name if isinstance(req.tool_choice, NamedFunction) else None
-    plain = None if named is not None else req.tool_choice
-    return openai_tools.tool_choice(plain, named, tools)  # type: ignore[arg-type]
+    """The client's choice. A named MCP tool is checked once its server has listed
+    its tools; an MCP server without a name means some tool must be called."""
+    if isinstance(req.tool_choice, NamedMcp):
+        name = req.tool_choice.name
+        return ToolChoice("required") if name is None else ToolChoice("named", name)
+    if isinstance(req.tool_choice, NamedFunction):
+        return openai_tools.tool_choice(None, req.tool_choice.name, tools)
+    if req.tools and not tools:  # MCP servers only: their tools are known later
+        return ToolChoice(req.tool_choice or "auto")
+    return openai_tools.tool_choice(req.tool_choice, None, tools)
 
 
 def response_format(text: TextConfig | None) -> ResponseFormat | None:
@@ -112,7 +124,8 @@ def reasoning(req: ResponsesRequest) -> ReasoningRequest | None:
 # -- input items ----------------------------------------------------------------------
 
 _ID_PREFIX = {"message": "msg_", "function_call": "fc_", "function_call_output": "fco_",
-              "reasoning": "rs_"}
+              "reasoning": "rs_", "mcp_list_tools": "mcpl_", "mcp_call": "mcp_",
+              "mcp_approval_request": "mcpr_", "mcp_approval_response": "mcpa_"}
 
 
 def input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -141,6 +154,7 @@ def input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
 def messages_of(items: list[dict[str, Any]]) -> list[Message]:
     """Items in order as chat messages: calls join the assistant turn before them."""
     out: list[Message] = []
+    refused = mcp.declined(items)
     for i, item in enumerate(items):
         where = f"input[{i}]"
         match item.get("type"):
@@ -149,11 +163,12 @@ def messages_of(items: list[dict[str, Any]]) -> list[Message]:
             case "function_call":
                 call = ToolCall(_text_field(item, "call_id", where), _text_field(item, "name", where),
                                 str(item.get("arguments", "")))
-                if out and out[-1].role == "assistant":
-                    last = out.pop()
-                    out.append(Message("assistant", last.content, tool_calls=(*last.tool_calls, call)))
-                else:
-                    out.append(Message("assistant", "", tool_calls=(call,)))
+                _join_call(out, call)
+            case "mcp_call" | "mcp_approval_request":
+                ran = mcp.call_messages(item, refused)
+                if ran is not None:
+                    _join_call(out, ran[0])
+                    out.append(ran[1])
             case "function_call_output":
                 output = item.get("output", "")
                 text = output if isinstance(output, str) else _parts_text(output, where)
@@ -162,6 +177,15 @@ def messages_of(items: list[dict[str, Any]]) -> list[Message]:
             case "reasoning":
                 pass  # earlier reasoning is not shown to the model again (templates drop it)
     return out
+
+
+def _join_call(out: list[Message], call: ToolCall) -> None:
+    """The call joins the assistant turn just before it, or starts one."""
+    if out and out[-1].role == "assistant":
+        last = out.pop()
+        out.append(Message("assistant", last.content, tool_calls=(*last.tool_calls, call)))
+    else:
+        out.append(Message("assistant", "", tool_calls=(call,)))
 
 
 def _text_field(item: dict[str, Any], key: str, where: str) -> str:
