@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -85,8 +86,11 @@ class RunningServer:
 
 def start(port: int | None = None) -> RunningServer:
     mcp = build_server()
-    http_app = mcp.streamable_http_app()
-    sse_app = mcp.sse_app()
+    # the name the DNS rebinding tests resolve to this server is a host it accepts
+    hosts = TransportSecuritySettings(allowed_hosts=["127.0.0.1:*", "localhost:*",
+                                                     "rebind.test:*"])
+    http_app = mcp.streamable_http_app(transport_security=hosts)
+    sse_app = mcp.sse_app(transport_security=hosts)
     app = Starlette(routes=[Mount("/legacy", app=sse_app), Mount("/", app=http_app)],
                     lifespan=http_app.router.lifespan_context)
     port = port or free_port()

@@ -260,3 +260,38 @@ async def test_tool_choice_extension_reaches_the_engine(client, fake_engine, mcp
     first, second = fake_engine.requests
     assert first.tool_choice.mode == "required" and not first.parallel_tool_calls
     assert second.tool_choice.mode == "auto"  # once called, the model may answer
+
+
+def rebinding(first: str, then: str):
+    """A resolver that answers `first` once, then `then` (a DNS rebinding attack)."""
+    answers = iter([first])
+
+    async def resolve(host: str, port: int) -> list[str]:
+        assert host == "rebind.test"
+        return [next(answers, then)]
+
+    return resolve
+
+
+async def test_dns_rebinding_is_refused_when_connecting(client, fake_engine, mcp, monkeypatch):
+    monkeypatch.setattr("parlance.integrations.address_guard.resolve",
+                        rebinding("93.184.216.34", "127.0.0.1"))
+    target = integration(mcp, server_url=f"http://rebind.test:{mcp.port}/mcp")
+    response = await client.post(CHAT, json={**body(mcp), "integrations": [target]})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "mcp_connection_error" and "non-public address" in error["message"]
+    assert fake_engine.requests == []
+
+
+async def test_connections_go_to_the_checked_address(client, fake_engine, mcp, monkeypatch):
+    """Control for the test above: with every address taken as public, the client
+    connects to the address the guard resolved (the name itself resolves nowhere)."""
+    monkeypatch.setattr("parlance.integrations.address_guard.resolve",
+                        rebinding("127.0.0.1", "127.0.0.1"))
+    monkeypatch.setattr("parlance.integrations.address_guard._is_public", lambda a: True)
+    enqueue_seed_exchange(fake_engine)
+    target = integration(mcp, server_url=f"http://rebind.test:{mcp.port}/mcp")
+    response = await client.post(CHAT, json={**body(mcp), "integrations": [target]})
+    assert response.status_code == 200, response.text
+    assert response.json()["output"][1]["output"] == SEARCH_OUTPUT

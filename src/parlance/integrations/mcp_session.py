@@ -18,10 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+from parlance.integrations.address_guard import public_only_client
 
 log = logging.getLogger("parlance.integrations")
 
@@ -40,6 +43,16 @@ class Endpoint:
     command: str | None = None
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # a server the request named: connect to public addresses only (or these hosts)
+    public_only: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+
+    def http_client(self, headers: dict[str, str] | None = None,
+                    timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
+        """The HTTP client for this server (the SDK's factory signature)."""
+        if self.public_only:
+            return public_only_client(self.allowed_hosts, headers, timeout)
+        return create_mcp_http_client(headers=headers, timeout=timeout)
 
     @property
     def uses_sse(self) -> bool:
@@ -70,10 +83,11 @@ async def _client(endpoint: Endpoint) -> AsyncIterator[Client]:
         async with Client(params) as client:
             yield client
     elif endpoint.uses_sse:
-        async with Client(sse_client(endpoint.url, headers=headers or None)) as client:
+        async with Client(sse_client(endpoint.url, headers=headers or None,
+                                     httpx_client_factory=endpoint.http_client)) as client:
             yield client
     else:
-        async with create_mcp_http_client(headers=headers or None) as http:
+        async with endpoint.http_client(headers=headers or None) as http:
             async with Client(streamable_http_client(endpoint.url, http_client=http)) as client:
                 yield client
 

@@ -63,7 +63,8 @@ async def _endpoint(ref: ToolServerRef, settings: IntegrationSettings) -> Endpoi
             configured=False, param=ref.param)
     assert ref.url is not None
     await check_public_url(ref.provider.label, ref.url, settings.allowed_hosts, ref.param)
-    return Endpoint(url=ref.url, headers=ref.headers)
+    return Endpoint(url=ref.url, headers=ref.headers, public_only=True,
+                    allowed_hosts=settings.allowed_hosts)
 
 
 def _allowed(ref: ToolServerRef, tool: RemoteTool) -> bool:
