@@ -71,6 +71,16 @@ async def client(loader) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
+async def test_openai_model_list_also_shows_models_that_load_on_first_use(client, loader):
+    listing = (await client.get("/v1/models")).json()
+    assert [m["id"] for m in listing["data"]] == ["fake-model", "acme/cold-model"]
+    cold = listing["data"][1]
+    assert cold["object"] == "model" and cold["created"] == int(smollm2_path().stat().st_mtime)
+    one = (await client.get("/v1/models/acme/cold-model")).json()
+    assert one == cold and loader.loaded == []  # listing never loads anything
+    assert (await client.get("/v1/models/acme/nope")).status_code == 404
+
+
 async def test_model_list_shows_loaded_and_loadable_models(client):
     models = (await client.get("/api/v1/models")).json()["models"]
     assert [m["key"] for m in models] == ["fake-model", "acme/cold-model"]
