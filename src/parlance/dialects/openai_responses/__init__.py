@@ -226,8 +226,8 @@ class OpenAIResponses:
         if len(plain) != len(items) and req.previous_response_id is None:
             raise InvalidRequest("item_reference needs previous_response_id to refer to.",
                                  param="input")
-        whole = req.previous_response_id is None
-        return ResponsesCall(_request(req, plain, whole=whole), req.stream, new_id("resp_"), now(), req,
+        request = _request(req, plain, whole=req.previous_response_id is None)
+        return ResponsesCall(request, req.stream, new_id("resp_"), now(), req,
                              tuple(items), tuple(plain))
 
     # -- state: what a response continues, and what is kept of it ---------------

@@ -152,7 +152,8 @@ def declined(items: list[dict[str, Any]]) -> dict[str, str]:
             for request_id, answer in _answers(items).items() if not answer["approve"]}
 
 
-def call_messages(item: dict[str, Any], declined: dict[str, str]) -> tuple[ToolCall, Message] | None:
+def call_messages(item: dict[str, Any],
+                  refusals: dict[str, str]) -> tuple[ToolCall, Message] | None:
     """An MCP item as the model's call and the tool's answer; None for items the
     model does not see (tool lists, requests still waiting or about to run)."""
     kind = item.get("type")
@@ -161,8 +162,8 @@ def call_messages(item: dict[str, Any], declined: dict[str, str]) -> tuple[ToolC
         if answer is None:
             error = item.get("error")
             answer = error if isinstance(error, str) else json.dumps(error)
-    elif kind == "mcp_approval_request" and item.get("id") in declined:
-        answer = declined[item["id"]]
+    elif kind == "mcp_approval_request" and item.get("id") in refusals:
+        answer = refusals[item["id"]]
     else:
         return None
     call = ToolCall(str(item.get("id", "")), str(item.get("name", "")),

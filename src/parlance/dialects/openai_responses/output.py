@@ -81,8 +81,9 @@ class OutputBuilder:
                 return self._arguments(fragment)
             case ToolCallEnd(call_index=call_index) if self._is_open("mcp_call"):
                 self._awaiting = call_index
+                arguments = self._open["arguments"]  # type: ignore[index]
                 return [("response.mcp_call_arguments.done",
-                         {**self._where(), "arguments": self._open["arguments"]})]  # type: ignore[index]
+                         {**self._where(), "arguments": arguments})]
             case ToolCallEnd():
                 return self.close()
         return []
@@ -258,8 +259,7 @@ class OutputBuilder:
         entries = logprob_entries(logprobs) if self._logprobs else []
         part["logprobs"] += entries
         out.append(("response.output_text.delta",
-                    {"item_id": self._open["id"], "output_index": self._index,  # type: ignore[index]
-                     "content_index": 0, "delta": text, "logprobs": entries}))
+                    {**self._where(), "content_index": 0, "delta": text, "logprobs": entries}))
         return out
 
     def _reasoning(self, text: str) -> list[StreamEvent]:
@@ -271,8 +271,7 @@ class OutputBuilder:
             out += self._add(item, {"type": "reasoning_text", "text": ""})
         self._open["content"][0]["text"] += text  # type: ignore[index]
         out.append(("response.reasoning_text.delta",
-                    {"item_id": self._open["id"], "output_index": self._index,  # type: ignore[index]
-                     "content_index": 0, "delta": text}))
+                    {**self._where(), "content_index": 0, "delta": text}))
         return out
 
 

@@ -154,18 +154,18 @@ def input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
 def messages_of(items: list[dict[str, Any]]) -> list[Message]:
     """Items in order as chat messages: calls join the assistant turn before them."""
     out: list[Message] = []
-    refused = mcp.declined(items)
+    declined = mcp.declined(items)
     for i, item in enumerate(items):
         where = f"input[{i}]"
         match item.get("type"):
             case "message":
                 out.append(_message(item, where))
             case "function_call":
-                call = ToolCall(_text_field(item, "call_id", where), _text_field(item, "name", where),
-                                str(item.get("arguments", "")))
-                _join_call(out, call)
+                _join_call(out, ToolCall(_text_field(item, "call_id", where),
+                                         _text_field(item, "name", where),
+                                         str(item.get("arguments", ""))))
             case "mcp_call" | "mcp_approval_request":
-                ran = mcp.call_messages(item, refused)
+                ran = mcp.call_messages(item, declined)
                 if ran is not None:
                     _join_call(out, ran[0])
                     out.append(ran[1])
