@@ -50,7 +50,16 @@ def merged(total: Usage | None, more: Usage) -> Usage:
 
 class ToolLoop:
     """`first` is the first round, already started; None when calls the client
-    approved must run before the model is called at all."""
+    approved must run before the model is called at all (`begin` decides)."""
+
+    @classmethod
+    async def begin(cls, request: GenerationRequest, toolbox: Toolbox,
+                    start: Start) -> ToolLoop:
+        """The loop for `request`. Its first round starts now, so that what can be
+        refused before a response begins is; with approved calls to run first, the
+        loop starts it itself once they have run."""
+        first = None if request.approved_calls else await start(request)
+        return cls(first, request, toolbox, start)
 
     def __init__(self, first: Generation | None, request: GenerationRequest,
                  toolbox: Toolbox, start: Start) -> None:

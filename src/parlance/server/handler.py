@@ -150,14 +150,11 @@ class GenerationHandler:
         the prompt fits the context."""
         while True:
             request = with_sampling_defaults(call.request, dict(model.spec.sampling))
-            if toolbox is not None and request.approved_calls:
-                # the approved calls run first; the loop then starts the model itself
-                return call, ToolLoop(None, request, toolbox, model.engine.start)
+            start = model.engine.start
             try:
-                generation = await model.engine.start(request)
                 if toolbox is not None:
-                    generation = ToolLoop(generation, request, toolbox, model.engine.start)
-                return call, generation
+                    return call, await ToolLoop.begin(request, toolbox, start)
+                return call, await start(request)
             except ContextOverflow:
                 if not isinstance(self.dialect, Truncating):
                     raise

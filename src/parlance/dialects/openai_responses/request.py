@@ -15,16 +15,14 @@ from parlance.dialects import openai_tools
 from parlance.dialects.openai_common import new_id
 from parlance.dialects.openai_responses import mcp
 from parlance.dialects.openai_responses.mcp import McpTool, NamedMcp
-from parlance.dialects.openai_tools import FunctionName
+from parlance.dialects.openai_tools import FunctionDef, FunctionName
 from parlance.dialects.wire import WireModel
 
 
-class FunctionTool(WireModel):
+class FunctionTool(FunctionDef):
+    """Responses tools are flat: Chat's function definition with its type beside it."""
+
     type: Literal["function"]
-    name: FunctionName
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
 
 
 class NamedFunction(WireModel):
