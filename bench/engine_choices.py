@@ -96,10 +96,10 @@ def greedy_sampling(m: LlamaModel, batch: Batch) -> None:
         return (time.perf_counter() - started) / 500 * 1e6
 
     try:
-        assert fast.sample(m.ctx, rows) == llama_cpp.llama_sampler_sample(chain, m.ctx, rows)
+        assert fast.sample(m, rows) == llama_cpp.llama_sampler_sample(chain, m.ctx, rows)
         line("greedy sampling, per token", "llama.cpp chain",
              per_call_us(lambda: llama_cpp.llama_sampler_sample(chain, m.ctx, rows)),
-             "argmax", per_call_us(lambda: fast.sample(m.ctx, rows)), "µs")
+             "argmax", per_call_us(lambda: fast.sample(m, rows)), "µs")
     finally:
         llama_cpp.llama_sampler_free(chain)
 

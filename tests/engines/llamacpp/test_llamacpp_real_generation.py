@@ -360,7 +360,7 @@ async def test_greedy_fast_path_picks_what_llama_cpp_greedy_picks(engine):
 
     await run(engine, text_request(TEXT_PROMPT, max_tokens=2))  # leaves logits in the context
     model = engine.model
-    top = SamplerChain(model.n_vocab, SamplingParams(temperature=0.0)).sample(model.ctx, -1)
+    top = SamplerChain(model.n_vocab, SamplingParams(temperature=0.0)).sample(model, -1)
     # plain; the top token banned (the runner-up must win); a far token lifted to the top
     for bias in ((), ((top, -100.0),), ((50, 40.0), (7, 5.0))):
         params = SamplingParams(temperature=0.0, logit_bias=bias)
@@ -370,6 +370,6 @@ async def test_greedy_fast_path_picks_what_llama_cpp_greedy_picks(engine):
             llama_cpp.llama_sampler_chain_add(chain, sampler)
         try:
             assert fast.ptr is None  # no llama.cpp chain behind the fast path
-            assert fast.sample(model.ctx, -1) == llama_cpp.llama_sampler_sample(chain, model.ctx, -1)
+            assert fast.sample(model, -1) == llama_cpp.llama_sampler_sample(chain, model.ctx, -1)
         finally:
             llama_cpp.llama_sampler_free(chain)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import warnings
 
-import llama_cpp
 import llguidance
 import llguidance.llamacpp
 import numpy as np
@@ -48,13 +47,11 @@ class TokenConstraint:
     def failed(self) -> bool:
         return self._matcher.is_error()
 
-    def apply(self, ctx: ctypes.c_void_p, output: int) -> None:
-        """Forbid, in output row `output` of `ctx`, every token the grammar rejects."""
+    def apply(self, row: np.ndarray) -> None:
+        """Forbid, in this logits row (written in place), every token the grammar rejects."""
         self._matcher.unsafe_compute_mask_ptr(self._mask.ctypes.data, self._mask.nbytes)
         allowed = np.unpackbits(self._mask.view(np.uint8), count=self._n_vocab,
                                 bitorder="little").view(bool)
-        row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, output),
-                                    shape=(self._n_vocab,))
         np.copyto(row, -np.inf, where=~allowed)
 
     def allows(self, token: int) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import llguidance
+import numpy as np
 
 from parlance.engines.llamacpp.constraint import TokenConstraint
 from parlance.engines.parsing.output import Mode, OutputParser
@@ -59,9 +60,10 @@ class ChoiceGuide:
         """A grammar masks the next token."""
         return self._active is not None
 
-    def mask(self, ctx: object, output: int) -> None:
+    def mask(self, logits: np.ndarray) -> None:
+        """Forbid, in this logits row, every token the active grammar rejects."""
         if self._active is not None:
-            self._active.apply(ctx, output)  # type: ignore[arg-type]
+            self._active.apply(logits)
 
     def allows(self, token: int) -> bool:
         return self._active is None or self._active.allows(token)

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import ctypes
-
-import llama_cpp
 import numpy as np
 
 from parlance.core.events import TopLogprob
 
 
-def log_softmax_row(ctx: ctypes.c_void_p, output_index: int, n_vocab: int) -> np.ndarray:
-    ptr = llama_cpp.llama_get_logits_ith(ctx, output_index)
-    logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
+def log_softmax_row(logits_row: np.ndarray) -> np.ndarray:
+    logits = logits_row.astype(np.float64)
     peak = logits.max()
     return logits - (peak + np.log(np.exp(logits - peak).sum()))
 

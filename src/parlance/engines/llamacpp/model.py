@@ -15,8 +15,10 @@ from pathlib import Path
 
 import llama_cpp
 import llama_cpp._logger
+import numpy as np
 
 from parlance.core.errors import EngineFailure
+from parlance.engines.llamacpp.logits import LogitsRows
 
 llama_cpp._logger.logger.setLevel(logging.ERROR)
 
@@ -52,7 +54,9 @@ class LlamaModel:
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.n_ctx = llama_cpp.llama_n_ctx_seq(self.ctx)  # what one sequence may use
         self.n_cells = llama_cpp.llama_n_ctx(self.ctx)  # KV cells in all
+        self._rows = LogitsRows(self.ctx, self.n_vocab)
         self._pieces: dict[int, bytes] = {}
+        self._eog: dict[int, bool] = {}
 
     def _load_model(self, path: Path, on_progress: ProgressCallback | None) -> ctypes.c_void_p:
         params = llama_cpp.llama_model_default_params()
@@ -147,7 +151,15 @@ class LlamaModel:
         return 0 <= token < self.n_vocab
 
     def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        eog = self._eog.get(token)
+        if eog is None:
+            eog = self._eog[token] = bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        return eog
+
+    def logits(self, output: int) -> np.ndarray:
+        """The logits of batch row `output` after a decode (a writable view into
+        llama.cpp's buffer, valid until the next decode; scheduler thread only)."""
+        return self._rows.row(output)
 
     @property
     def add_bos(self) -> bool:

@@ -12,6 +12,7 @@ import llama_cpp
 import numpy as np
 
 from parlance.core.request import SamplingParams
+from parlance.engines.llamacpp.model import LlamaModel
 
 PENALTY_LAST_N = 64
 DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: pick a random seed
@@ -28,7 +29,6 @@ class SamplerChain:
 
     def __init__(self, n_vocab: int, params: SamplingParams) -> None:
         self.ptr = None
-        self._n_vocab = n_vocab
         self._greedy = params.temperature <= 0 and not _penalised(params)
         if self._greedy:
             self._bias_ids = np.array([t for t, _ in params.logit_bias], dtype=np.int64)
@@ -45,12 +45,11 @@ class SamplerChain:
         """Sampling twice from the same row gives the same token and changes nothing."""
         return self._greedy
 
-    def sample(self, ctx: ctypes.c_void_p, output_index: int) -> int:
+    def sample(self, model: LlamaModel, output_index: int) -> int:
         """Sample from the given output row and accept the token into the chain."""
         if not self._greedy:
-            return llama_cpp.llama_sampler_sample(self.ptr, ctx, output_index)
-        row = llama_cpp.llama_get_logits_ith(ctx, output_index)
-        logits = np.ctypeslib.as_array(row, shape=(self._n_vocab,))
+            return llama_cpp.llama_sampler_sample(self.ptr, model.ctx, output_index)
+        logits = model.logits(output_index)
         if self._bias.size:
             logits = logits.copy()
             np.add.at(logits, self._bias_ids, self._bias)

@@ -146,8 +146,6 @@ class Scheduler:
                     self._step()
                 except Exception as exc:  # every stream must still end by its contract
                     self._fail_all(exc)
-                self._publish()
-                self.outbox.flush()
         finally:
             self._shutdown()
 
@@ -165,9 +163,9 @@ class Scheduler:
                     self._clear_requests.clear()
                 self._admit()
                 self._publish()
-                self.outbox.flush()
                 if self._active:
-                    return True
+                    return True  # the step flushes the outbox just before it decodes
+                self.outbox.flush()
                 self._wake.wait()
 
     def _drop_cancelled(self) -> None:
@@ -232,7 +230,12 @@ class Scheduler:
 
     def _decode(self) -> bool:
         """One `llama_decode`; makes room by evicting cached prefixes, then by cutting
-        the newest request short. False when this step's batch was not decoded."""
+        the newest request short. False when this step's batch was not decoded.
+
+        The previous step's events leave just before: the event loop wakes while
+        this thread is in llama.cpp without the GIL, instead of blocking on the GIL
+        while this thread still prepares the batch."""
+        self.outbox.flush()
         while (code := self._batch.decode(self.model.ctx)) == NO_ROOM:
             if not self.slots.evict_one():
                 self._shed_newest()
@@ -286,7 +289,7 @@ class Scheduler:
         records = [] if chunk.start else [PendingLogprob(None, model.piece(tokens[0]))]
         for i in range(chunk.count - 1 if chunk.start + chunk.count == len(tokens) else
                        chunk.count):
-            row = log_softmax_row(model.ctx, chunk.row + i, model.n_vocab)
+            row = log_softmax_row(model.logits(chunk.row + i))
             records.append(logprob_record(model, row, tokens[chunk.start + i + 1],
                                           job.logprobs or 0))
         return records

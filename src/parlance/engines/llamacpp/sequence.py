@@ -128,7 +128,7 @@ class Sequence:
         """Sample from batch output row `output`; True while the sequence goes on."""
         model, guide = self._model, self._guide
         token = self._constrained_sample(output) if guide else self.sampler.sample(
-            model.ctx, output)
+            model, output)
         now = time.perf_counter()
         self.first_token_at = self.first_token_at or now
         self.last_token_at = now
@@ -137,7 +137,7 @@ class Sequence:
         self.generated += 1
         record = None
         if self.job.logprobs is not None:
-            row = log_softmax_row(model.ctx, output, model.n_vocab)
+            row = log_softmax_row(model.logits(output))
             record = logprob_record(model, row, token, self.job.logprobs)
         text = self._utf8.push(model.piece(token))
         reasoning = guide is not None and guide.parser.mode is Mode.REASONING
@@ -157,13 +157,13 @@ class Sequence:
     def _constrained_sample(self, output: int) -> int:
         """Mask the row, then sample; a greedy pick the grammar allows needs no mask
         (see constraint.py; logprobs must come from the masked row, so they mask)."""
-        guide, ctx = self._guide, self._model.ctx
+        guide, model = self._guide, self._model
         if self.sampler.stateless and self.job.logprobs is None:
-            token = self.sampler.sample(ctx, output)
+            token = self.sampler.sample(model, output)
             if guide.allows(token):  # type: ignore[union-attr]
                 return token
-        guide.mask(ctx, output)  # type: ignore[union-attr]
-        return self.sampler.sample(ctx, output)
+        guide.mask(model.logits(output))  # type: ignore[union-attr]
+        return self.sampler.sample(model, output)
 
     def finish(self, reason: FinishReason) -> bool:
         """Release held-back text and say why the choice ended; returns False."""
