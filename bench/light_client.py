@@ -21,19 +21,37 @@ class Capture:
     reads: list[tuple[float, bytes]] = field(default_factory=list)
 
 
+def _send_post(host: str, port: int, path: str, body: dict, capture: Capture) -> socket.socket:
+    payload = json.dumps(body).encode()
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json"
+            f"\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n").encode()
+    sock = socket.create_connection((host, port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    capture.sent = time.perf_counter()
+    sock.sendall(head + payload)
+    return sock
+
+
+def post_stream(host: str, port: int, path: str, body: dict,
+                timeout: float = 600.0) -> Capture:
+    """One request, read with blocking `recv`s: a single syscall per arriving chunk
+    (about half the CPU of the selector loop below, a third of httpx's)."""
+    capture = Capture()
+    with _send_post(host, port, path, body, capture) as sock:
+        sock.settimeout(timeout)
+        recv, now, keep = sock.recv, time.perf_counter, capture.reads.append
+        while data := recv(65536):
+            keep((now(), data))
+    return capture
+
+
 def post_streams(host: str, port: int, path: str, bodies: list[dict],
                  timeout: float = 600.0) -> list[Capture]:
     """Send every request at once (HTTP/1.1, Connection: close); read until each closes."""
     selector = selectors.DefaultSelector()
     captures = [Capture() for _ in bodies]
     for capture, body in zip(captures, bodies, strict=True):
-        payload = json.dumps(body).encode()
-        head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json"
-                f"\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n").encode()
-        sock = socket.create_connection((host, port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        capture.sent = time.perf_counter()
-        sock.sendall(head + payload)
+        sock = _send_post(host, port, path, body, capture)
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ, capture)
     deadline = time.monotonic() + timeout
