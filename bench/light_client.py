@@ -48,6 +48,8 @@ def post_stream(host: str, port: int, path: str, body: dict,
 def post_streams(host: str, port: int, path: str, bodies: list[dict],
                  timeout: float = 600.0) -> list[Capture]:
     """Send every request at once (HTTP/1.1, Connection: close); read until each closes."""
+    if len(bodies) == 1:
+        return [post_stream(host, port, path, bodies[0], timeout)]
     selector = selectors.DefaultSelector()
     captures = [Capture() for _ in bodies]
     for capture, body in zip(captures, bodies, strict=True):

@@ -50,10 +50,16 @@ class SamplerChain:
         if not self._greedy:
             return llama_cpp.llama_sampler_sample(self.ptr, model.ctx, output_index)
         logits = model.logits(output_index)
-        if self._bias.size:
-            logits = logits.copy()
-            np.add.at(logits, self._bias_ids, self._bias)
-        return int(logits.argmax())
+        if not self._bias.size:
+            return int(logits.argmax())
+        # Biased in place and restored, rather than copying the whole row (~25 µs a
+        # token): logprobs read the same row afterwards, unbiased, as llama.cpp's do.
+        ids = self._bias_ids
+        saved = logits[ids]
+        np.add.at(logits, ids, self._bias)
+        token = int(logits.argmax())
+        logits[ids] = saved
+        return token
 
     def free(self) -> None:
         if self.ptr:
