@@ -13,8 +13,12 @@ Framing = Literal["sse", "ndjson"]
 MEDIA_TYPES = {"sse": "text/event-stream; charset=utf-8", "ndjson": "application/x-ndjson"}
 
 
+# Built once: json.dumps with options builds a new encoder on every call (per frame).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(data: object) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(data)
 
 
 def encode(frame: Frame, framing: Framing) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -56,7 +57,11 @@ class Job:
         self.echo = echo
         self.created = time.perf_counter()
         self.loop = asyncio.get_running_loop()
-        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        # Delivered items and the consumer's wait: a plain deque and one future per
+        # wait, lighter per token than asyncio.Queue (on Python 3.11 its every wait
+        # also asks the kernel for the pid, to find the running loop).
+        self._items: deque[object] = deque()
+        self._waiter: asyncio.Future[None] | None = None
         self.started = False  # set by the scheduler when a group of it is admitted
         self.done = threading.Event()
         self._cancel = threading.Event()
@@ -88,7 +93,20 @@ class Job:
     # -- event loop ---------------------------------------------------------------
 
     def receive(self, item: object) -> None:
-        self.queue.put_nowait(item)
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def next_item(self) -> object:
+        """The next delivered item, waiting for it if none is there yet."""
+        while not self._items:
+            self._waiter = self.loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
 
 
 class LlamaGeneration:
@@ -107,7 +125,7 @@ class LlamaGeneration:
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         while True:
-            item = await self._job.queue.get()
+            item = await self._job.next_item()
             if item is _END:
                 return
             yield item  # type: ignore[misc]
