@@ -130,6 +130,31 @@ async def test_shared_system_prompt_is_copied_from_a_running_sequence(engine):
     await rest(running)
 
 
+async def test_a_slot_reuses_the_prefix_it_holds_instead_of_copying_another(engine):
+    """A burst of chats after a burst: each lowest free slot still holds the shared
+    system prompt, so no KV stream is copied (a copy moves a whole stream buffer)."""
+    system = Message("system", "You are a terse assistant who answers in one line. " * 8)
+
+    def request(question: str) -> GenerationRequest:
+        return GenerationRequest(model=MODEL_ID, sampling=GREEDY, max_tokens=4,
+                                 prompts=(ChatInput((system, Message("user", question))),))
+
+    await asyncio.gather(*(run(engine, request(q)) for q in PROMPTS[:2]))
+    slots = engine.scheduler.slots
+    copies = []
+    copy = slots._copy
+    slots._copy = lambda source, target: (copies.append((source.id, target.id)),
+                                          copy(source, target))
+    try:
+        hits, cached = engine.metrics.prefix_cache_hits, engine.metrics.prompt_tokens_cached
+        await asyncio.gather(*(run(engine, request(q)) for q in PROMPTS[2:4]))
+    finally:
+        del slots._copy
+    assert copies == []
+    assert engine.metrics.prefix_cache_hits == hits + 2
+    assert engine.metrics.prompt_tokens_cached - cached > 2 * 80
+
+
 async def test_n_choices_share_one_prompt_evaluation(engine):
     evaluated = engine.metrics.prompt_tokens_evaluated
     sampling = SamplingParams(temperature=0.9, seed=7)

@@ -5,9 +5,11 @@ A finished sequence leaves its tokens cached in its (now free) slot. A new
 prompt starts from the longest prefix of it already evaluated anywhere, cached
 or running (a shared system prompt), copied with `llama_memory_seq_cp` into the
 slot it gets. With a KV stream per slot, new sequences take the lowest free
-slots (see `_next_free`) and a copy moves a whole stream buffer, so a very
-short prefix is evaluated instead; in a unified cache a copy only tags cells
-and a free cached slot is reused in place. Cached slots are the first cells
+slots (see `_next_free`) and a copy moves a whole stream buffer, so it is made
+only when it saves `MIN_STREAM_COPY` tokens over the prefix that slot holds
+already (in a burst of chats, each slot still holds the shared system prompt);
+in a unified cache a copy only tags cells and a free cached slot is reused in
+place. Cached slots are the first cells
 given up when the cache runs full.
 """
 
@@ -78,12 +80,13 @@ class SlotTable:
             leader = best  # a unified cache has no streams to keep together: reuse in place
         else:
             leader = self._next_free()
-        if best is not leader:
+        own = min(common_prefix(leader.tokens, prompt), limit)  # what the leader holds already
+        gain = common - own
+        if best is not leader and gain > 0 and (self._unified or gain >= MIN_STREAM_COPY):
             self._truncate(leader, 0)
-            if best is not None and (self._unified or common >= MIN_STREAM_COPY):
-                self._copy(best, leader)
-            else:
-                common = 0
+            self._copy(best, leader)
+        else:
+            common = own
         self._truncate(leader, common)
         self._take(leader)
         followers = []
