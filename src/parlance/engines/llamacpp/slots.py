@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 import llama_cpp
 
-# A copy across KV streams moves the whole stream buffer, yet costs far less than
-# evaluating even a short prefix (bench/engine_choices.py: 8 ms vs 121 ms for 30 tokens).
-MIN_STREAM_COPY = 8
+# A copy across KV streams moves the whole stream buffer, yet costs about as much as
+# evaluating two prompt tokens (bench/engine_choices.py: 8 ms vs 121 ms for 30 tokens,
+# 2048 cells a slot; twice that at 4096): copy when it saves at least this many.
+MIN_STREAM_COPY = 4
 
 
 @dataclass(slots=True)
