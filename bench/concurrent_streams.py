@@ -345,13 +345,18 @@ def report(results: dict[str, dict[int, Level]], samples: dict[str, dict[int, li
                                                             rate("raw", 1)), 0.97),
     ]
     # Each round runs the sides back to back, so a round's ratio cancels slow drift.
-    rounds = list(zip(samples.get("parlance", {}).get(8, []),
-                      samples.get("llama-server", {}).get(8, [])))
-    if len(rounds) > 1:
-        per_round = [ratio(p.aggregate, q.aggregate) or 0.0 for p, q in rounds]
-        checks.append(("8 streams: parlance / llama-server aggregate, median of rounds "
-                       f"({', '.join(f'{r:.2f}' for r in per_round)})",
-                       statistics.median(per_round), 1.05))
+    def paired(label: str, side: str, peer: str, n: int, value, target: float) -> None:
+        rounds = list(zip(samples.get(side, {}).get(n, []), samples.get(peer, {}).get(n, [])))
+        if len(rounds) > 1:
+            per_round = [ratio(value(p), value(q)) or 0.0 for p, q in rounds]
+            checks.append((f"{label}, median of rounds "
+                           f"({', '.join(f'{r:.2f}' for r in per_round)})",
+                           statistics.median(per_round), target))
+
+    paired("8 streams: parlance / llama-server aggregate", "parlance", "llama-server", 8,
+           lambda level: level.aggregate, 1.05)
+    paired("1 stream: parlance / raw loop decode tok/s", "parlance", "raw", 1,
+           lambda level: level.per_stream, 0.97)
     for name, (cold, warm) in reuse.items():
         checks.append((f"prefix reuse ({name}): cold TTFT / next-turn TTFT "
                        f"({cold * 1000:.0f} ms / {warm * 1000:.0f} ms)", ratio(cold, warm), 5.0))

@@ -9,8 +9,7 @@ slots (see `_next_free`) and a copy moves a whole stream buffer, so it is made
 only when it saves `MIN_STREAM_COPY` tokens over the prefix that slot holds
 already (in a burst of chats, each slot still holds the shared system prompt);
 in a unified cache a copy only tags cells and a free cached slot is reused in
-place. Cached slots are the first cells
-given up when the cache runs full.
+place. Cached slots are the first cells given up when the cache runs full.
 """
 
 from __future__ import annotations
