@@ -60,7 +60,7 @@ class Job:
         # Delivered items and the consumer's wait: a plain deque and one future per
         # wait, lighter per token than asyncio.Queue (on Python 3.11 its every wait
         # also asks the kernel for the pid, to find the running loop).
-        self._items: deque[object] = deque()
+        self.items: deque[object] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self.started = False  # set by the scheduler when a group of it is admitted
         self.done = threading.Event()
@@ -93,20 +93,15 @@ class Job:
     # -- event loop ---------------------------------------------------------------
 
     def receive(self, item: object) -> None:
-        self._items.append(item)
+        self.items.append(item)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def next_item(self) -> object:
-        """The next delivered item, waiting for it if none is there yet."""
-        while not self._items:
-            self._waiter = self.loop.create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        return self._items.popleft()
+    def arrival(self) -> asyncio.Future[None]:
+        """Done when the next item is delivered (await it while `items` is empty)."""
+        self._waiter = self.loop.create_future()
+        return self._waiter
 
 
 class LlamaGeneration:
@@ -124,8 +119,11 @@ class LlamaGeneration:
         self._job.cancel()
 
     async def __aiter__(self) -> AsyncIterator[Event]:
+        job, items = self._job, self._job.items
         while True:
-            item = await self._job.next_item()
+            while not items:
+                await job.arrival()
+            item = items.popleft()
             if item is _END:
                 return
             yield item  # type: ignore[misc]
