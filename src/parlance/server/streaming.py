@@ -47,6 +47,8 @@ class EventStreamResponse:
                 if self._keepalive_seconds > 0 and keepalive(self._framing) is not None:
                     group.start_soon(self._ping, send)
                 group.start_soon(self._write_all, send, group.cancel_scope)
+        except OSError:
+            pass  # the client went away before the response started
         finally:
             self._on_close()
 
