@@ -34,6 +34,7 @@ from parlance.dialects.base import (
     Call,
     Dialect,
     ErrorResponse,
+    Frame,
     ReportsLoading,
     Served,
     Stateful,
@@ -45,7 +46,6 @@ from parlance.integrations.settings import IntegrationSettings
 from parlance.integrations.toolbox import Toolbox
 from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server.auth import authorize
-from parlance.server.framing import encode
 from parlance.server.loading import LoadingGeneration
 from parlance.server.memory import Memory
 from parlance.store.responses import DEFAULT_RETENTION, ResponseStore
@@ -164,22 +164,21 @@ class GenerationHandler:
                 call = smaller
 
     async def _frames(self, call: Call, served: Served, generation: Generation,
-                      deadline: float, toolbox: Toolbox | None) -> AsyncIterator[bytes]:
-        framing = self.dialect.framing
+                      deadline: float, toolbox: Toolbox | None) -> AsyncIterator[Frame]:
         encoder = self.dialect.encoder(call, served)
         try:
             for frame in encoder.open():
-                yield encode(frame, framing)
+                yield frame
             async with contextlib.aclosing(guarded(generation, deadline)) as events:
                 async for event in events:
                     if isinstance(event, Failed):
                         for frame in encoder.fail(event.error):
-                            yield encode(frame, framing)
+                            yield frame
                         return
                     for frame in encoder.feed(event):
-                        yield encode(frame, framing)
+                        yield frame
             for frame in encoder.close():
-                yield encode(frame, framing)
+                yield frame
         finally:  # also when the client left mid-stream: the outcome is stored as it is
             if self.memory is not None:
                 self.memory.keep(call, encoder.outcome())  # type: ignore[attr-defined]

@@ -12,16 +12,11 @@ from parlance.core.errors import InvalidRequest, ResourceNotFound
 from parlance.dialects.openai_common import render_error
 from parlance.dialects.openai_responses import OpenAIResponses, replay
 from parlance.models.served import ServedModels
-from parlance.server.framing import encode
 from parlance.server.endpoints import answering
 from parlance.server.handler import ServerSettings, read_json
 from parlance.server.memory import Memory
 from parlance.server.streaming import EventStreamResponse
 from parlance.store.responses import ResponseStore, StoredResponse
-
-async def _frames(frames: list) -> Any:
-    for frame in frames:
-        yield encode(frame, "sse")
 
 
 class StoredResponses:
@@ -55,7 +50,7 @@ class StoredResponses:
         after = _int_param(request, "starting_after", None)
         if request.query_params.get("stream", "false").lower() != "true":
             return JSONResponse(stored.response)
-        return EventStreamResponse(_frames(replay(stored.response, after)), framing="sse",
+        return EventStreamResponse(replay(stored.response, after), framing=self.dialect.framing,
                                    keepalive_seconds=0, on_close=lambda: None)
 
     async def _delete(self, request: Request) -> Response:

@@ -1,5 +1,6 @@
-"""The one streaming response: writes frames, pings while idle, and turns a client
-disconnect into cancellation at once.
+"""The one streaming response: encodes frames in the dialect's framing (SSE or
+NDJSON), writes them, pings while idle, and turns a client disconnect into
+cancellation at once.
 
 Three tasks race in a task group (as sse-starlette does): the writer, the
 keepalive pinger and the disconnect listener. Whichever ends first cancels the
@@ -10,24 +11,25 @@ cancels the engine generation.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 import anyio
 from starlette.types import Receive, Scope, Send
 
-from parlance.server.framing import MEDIA_TYPES, Framing, keepalive
+from parlance.dialects.base import Frame
+from parlance.server.framing import MEDIA_TYPES, Framing, encode, keepalive
 
 
 class EventStreamResponse:
     def __init__(
         self,
-        chunks: AsyncIterator[bytes],
+        frames: AsyncIterator[Frame] | Iterable[Frame],
         *,
         framing: Framing,
         keepalive_seconds: float,
         on_close: Callable[[], None],
     ) -> None:
-        self._chunks = chunks
+        self._frames = frames if hasattr(frames, "__anext__") else _ready(frames)
         self._framing = framing
         self._keepalive_seconds = keepalive_seconds
         self._on_close = on_close
@@ -65,13 +67,14 @@ class EventStreamResponse:
 
     async def _write(self, send: Send) -> None:
         try:
-            async for chunk in self._chunks:
-                await self._send(send, chunk)
+            framing = self._framing
+            async for frame in self._frames:
+                await self._send(send, encode(frame, framing))
             await self._send(send, b"", more=False)
         finally:
             # Close the frame generator in this same task, even when cancelled.
             with anyio.CancelScope(shield=True):
-                await self._chunks.aclose()  # type: ignore[attr-defined]
+                await self._frames.aclose()  # type: ignore[union-attr]
 
     async def _send(self, send: Send, body: bytes, *, more: bool = True) -> None:
         # No lock: each ASGI message is a whole frame or comment, so a ping that
@@ -92,3 +95,10 @@ class EventStreamResponse:
             if message["type"] == "http.disconnect":
                 scope.cancel()
                 return
+
+
+async def _ready(frames: Iterable[Frame]) -> AsyncIterator[Frame]:
+    """Frames known in advance (a stored response replayed), as the stream the
+    writer reads."""
+    for frame in frames:
+        yield frame
