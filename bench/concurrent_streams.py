@@ -13,6 +13,10 @@ What runs
 * **stock** – `python -m llama_cpp.server` (llama-cpp-python's own server),
   `--interrupt_requests False` so that concurrent streams finish instead of
   being cut off (its default serves one at a time and interrupts the rest).
+* **stock-default** – the same stock server with its own default thread count
+  (`cpu_count // 2`: one decode thread on 2 cores), only when asked for with
+  `--sides ...,stock-default`. The issue's stock figures look like this setting;
+  the 3× target is checked against `stock`, which gets 2 threads like the rest.
 
 Every server gets the default model, 2 threads, and the same load: for each
 concurrency level (1, 2, 4, 8, 16), that many chat completions are started at
@@ -40,7 +44,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import signal
 import statistics
 import sys
 import time
@@ -56,7 +59,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).parent))
 from light_client import post_streams, sse_events  # noqa: E402
 from peers import PeerUnavailable, llama_server_binary, stock_server_command  # noqa: E402
-from servers import Server, free_port  # noqa: E402
+from servers import Server, free_port, stop_servers_on_sigterm  # noqa: E402
 
 from parlance.core.messages import Message  # noqa: E402
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel  # noqa: E402
@@ -226,9 +229,14 @@ def llama_server_command(port: int, model: Path) -> list[str]:
             "-np", str(SLOTS), "-c", str(SLOTS * CTX_PER_SLOT), "--no-webui"]
 
 
-def stock_command(port: int, model: Path) -> list[str]:
-    return [*stock_server_command(), "--model", str(model), "--port", str(port), "--n_threads",
-            str(THREADS), "--n_ctx", str(CTX_PER_SLOT * 2), "--interrupt_requests", "False"]
+def stock_command(port: int, model: Path, threads: list[str] | None = None) -> list[str]:
+    threads = ["--n_threads", str(THREADS)] if threads is None else threads
+    return [*stock_server_command(), "--model", str(model), "--port", str(port), *threads,
+            "--n_ctx", str(CTX_PER_SLOT * 2), "--interrupt_requests", "False"]
+
+
+def stock_default_command(port: int, model: Path) -> list[str]:
+    return stock_command(port, model, threads=[])
 
 
 def to_stream(capture) -> Stream:
@@ -344,6 +352,10 @@ def report(results: dict[str, dict[int, Level]], samples: dict[str, dict[int, li
         ("1 stream: parlance / raw loop decode tok/s", ratio(rate("parlance", 1),
                                                             rate("raw", 1)), 0.97),
     ]
+    if "stock-default" in results:
+        checks.append(("8 streams: parlance / stock-default aggregate (not the issue's method)",
+                       ratio(agg("parlance", 8), agg("stock-default", 8)), 3.0))
+
     # Each round runs the sides back to back, so a round's ratio cancels slow drift.
     def paired(label: str, side: str, peer: str, n: int, value, target: float) -> None:
         rounds = list(zip(samples.get(side, {}).get(n, []), samples.get(peer, {}).get(n, [])))
@@ -378,7 +390,7 @@ def draw(results: dict[str, dict[int, Level]], path: Path) -> None:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     colours = {"raw": "tab:gray", "parlance": "tab:blue", "llama-server": "tab:orange",
-               "stock": "tab:red"}
+               "stock": "tab:red", "stock-default": "tab:pink"}
     for name, side in results.items():
         levels = sorted(side)
         style = {"marker": "o", "label": name, "color": colours.get(name)}
@@ -415,7 +427,7 @@ def main() -> int:
                         help="highest level for the stock server (it serialises)")
     parser.add_argument("--plot", type=Path, default=Path("bench/concurrent_streams.png"))
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    stop_servers_on_sigterm()
     levels = [int(x) for x in args.levels.split(",")]
     sides = args.sides.split(",")
     model_path = builtin_registry()[DEFAULT_MODEL].locate()
@@ -427,7 +439,7 @@ def main() -> int:
     raw = RawBatchedLoop(model_path, SLOTS)
     banned = banned_tokens(raw.model)
     commands = {"parlance": parlance_command, "llama-server": llama_server_command,
-                "stock": stock_command}
+                "stock": stock_command, "stock-default": stock_default_command}
     measure: dict[str, object] = {}
     bases: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
@@ -452,7 +464,7 @@ def main() -> int:
         for round_ in range(args.runs):
             for n in levels:
                 for name, run in list(measure.items()):
-                    if name == "stock" and n > args.stock_max:
+                    if name.startswith("stock") and n > args.stock_max:
                         continue
                     time.sleep(SETTLE_SECONDS)
                     try:

@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import sys
 import time
@@ -71,7 +70,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).parent))
 from light_client import post_streams, sse_events
 from peers import PeerUnavailable, llama_server_binary
-from servers import Server, free_port
+from servers import Server, free_port, stop_servers_on_sigterm
 from single_stream import (
     N_CTX,
     NOISE_WARNING,
@@ -435,8 +434,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    # Turn SIGTERM into SystemExit so that the servers are still stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    stop_servers_on_sigterm()
     path = builtin_registry()[DEFAULT_MODEL].locate()
     console.print(f"model {path.name}, {THREADS} threads, max_tokens {args.tokens}, "
                   f"{args.runs} runs + 1 warmup per side")

@@ -7,9 +7,12 @@ Each line prints the two sides and their ratio:
   sequences the lowest free slot).
 * **prefix copy** – copying a cached sequence into another KV stream
   (`llama_memory_seq_cp`, a whole stream buffer) vs. evaluating a 30-token prefix
-  (why `slots.py` copies prefixes of 8 tokens or more).
+  (why `slots.py` copies a prefix only when that saves 4 tokens or more).
 * **greedy sampling** – argmax over the logits row vs. llama.cpp's greedy sampler
   chain, per token (why `sampler.py` has a greedy fast path).
+* **logits row** – reading the sampled row as a numpy array right after a decode,
+  with `np.ctypeslib.as_array` over llama-cpp-python's binding vs. `LogitsRows`'
+  cached view (why `logits.py` exists).
 * **batch neighbours** – the largest change in a sequence's logits when it is
   prefilled beside another prompt instead of alone, with a unified KV cache vs. a
   stream per slot (why `model.py` gives each slot its own stream).
@@ -104,6 +107,31 @@ def greedy_sampling(m: LlamaModel, batch: Batch) -> None:
         llama_cpp.llama_sampler_free(chain)
 
 
+def logits_row(m: LlamaModel, batch: Batch) -> None:
+    """Timed right after a decode, as the scheduler reads it: the caches then hold
+    the model's weights, not Python's objects. One side per decode, alternating."""
+    llama_cpp.llama_memory_clear(m.memory, True)
+    decode(m, batch, [(100 + j, j, 0) for j in range(8)])
+
+    def as_array() -> np.ndarray:
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(m.ctx, 0),
+                                     shape=(m.n_vocab,))
+
+    def view() -> np.ndarray:
+        return m.logits(0)
+
+    times: dict[object, list[float]] = {as_array: [], view: []}
+    for k in range(200):
+        read = as_array if k % 2 else view
+        decode(m, batch, [(42, 8 + k, 0)])
+        started = time.perf_counter()
+        read()
+        times[read].append(time.perf_counter() - started)
+    line("logits row after a decode", "np.ctypeslib.as_array",
+         1e6 * statistics.median(times[as_array]), "cached view",
+         1e6 * statistics.median(times[view]), "µs")
+
+
 def batch_neighbours() -> None:
     shifts = {}
     for unified in (True, False):
@@ -140,6 +168,7 @@ def main() -> None:
         stream_range(m, batch)
         prefix_copy(m, batch)
         greedy_sampling(m, batch)
+        logits_row(m, batch)
     finally:
         batch.free()
         m.close()

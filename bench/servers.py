@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,6 +20,12 @@ import httpx
 from peers import PeerUnavailable
 
 STARTUP_SECONDS = 300
+
+
+def stop_servers_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so that `with Server(...)` blocks still stop
+    their servers when the bench itself is terminated."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
 
 def free_port() -> int:

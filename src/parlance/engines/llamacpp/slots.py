@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import llama_cpp
 
 # A copy across KV streams moves the whole stream buffer, yet costs about as much as
-# evaluating two prompt tokens (bench/engine_choices.py: 8 ms vs 121 ms for 30 tokens,
-# 2048 cells a slot; twice that at 4096): copy when it saves at least this many.
+# evaluating two prompt tokens (bench/engine_choices.py, 2048 cells a slot: 7 ms vs
+# 123 ms for 30 tokens; a copy grows with the cells): copy when it saves this many.
 MIN_STREAM_COPY = 4
 
 
