@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-
 import llama_cpp
 from rich.console import Console
 from rich.table import Table

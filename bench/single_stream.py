@@ -60,7 +60,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 import llama_cpp
 from rich.console import Console
 from rich.table import Table

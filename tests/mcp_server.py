@@ -16,7 +16,6 @@ from mcp.types import ToolAnnotations
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-
 RAN: list[str] = []  # tools run by servers in this process, in order
 
 

@@ -106,11 +106,9 @@ def _load_first(config: ServeConfig, registry: dict, loader):
 def serve(config: ServeConfig, registry: dict) -> int:
     import uvicorn
 
-    from parlance.models.served import ServedModel, ServedModels
-    from parlance.server import ServerSettings, create_app
-
     from parlance.models.catalog import catalog
-    from parlance.models.served import file_size
+    from parlance.models.served import ServedModel, ServedModels, file_size
+    from parlance.server import ServerSettings, create_app
 
     loader = _engine_loader(config)
     started = time.perf_counter()

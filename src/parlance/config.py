@@ -50,11 +50,13 @@ def env_name(field: str) -> str:
 
 def _coerce(field: str, raw: Any) -> Any:
     kind = {f.name: f.type for f in fields(ServeConfig)}[field]
-    if field in ("api_key", "mcp_allow_host"):
+    if "tuple" in str(kind):  # repeatable flags; comma-separated in env and file
         items = raw.split(",") if isinstance(raw, str) else list(raw)
         return tuple(k.strip() for k in items if k.strip())
     if "bool" in str(kind):
-        return raw if isinstance(raw, bool) else str(raw).strip().lower() in ("1", "true", "yes", "on")
+        if isinstance(raw, bool):
+            return raw
+        return str(raw).strip().lower() in ("1", "true", "yes", "on")
     if "int" in str(kind):
         return int(raw)
     if "float" in str(kind):

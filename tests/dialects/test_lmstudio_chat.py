@@ -16,8 +16,8 @@ from parlance.core.events import (
     Usage,
 )
 from tests.conftest import make_app
-from tests.server.test_transport import asgi_stream
 from tests.lmstudio_contract import check_error, check_result, checked_events
+from tests.server.test_transport import asgi_stream
 from tests.transcripts import assert_transcript
 
 CHAT = "/api/v1/chat"

@@ -12,7 +12,8 @@ from parlance.core.errors import EngineFailure
 from parlance.core.events import Failed, Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import Generated
 from tests.conftest import make_app
-from tests.openresponses import check_response, checked_events as events
+from tests.openresponses import check_response
+from tests.openresponses import checked_events as events
 from tests.transcripts import assert_transcript
 
 RESPONSES = "/v1/responses"

@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from parlance.core.errors import EngineFailure
 from parlance.engines.fake import FakeEngine
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModel, ServedModels

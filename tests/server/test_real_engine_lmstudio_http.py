@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
+from parlance.core.events import ToolResult
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.core.tools import ToolChoice, ToolProvider, ToolServerRef
-from parlance.core.events import ToolResult
 from parlance.integrations.loop import ToolLoop
 from parlance.integrations.settings import IntegrationSettings
 from parlance.integrations.toolbox import Toolbox

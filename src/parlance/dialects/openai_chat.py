@@ -28,6 +28,7 @@ from parlance.core.events import (
 )
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
+from parlance.dialects import openai_tools
 from parlance.dialects.base import Call, ErrorResponse, Frame, Served
 from parlance.dialects.openai_common import (
     ChunkEncoder,
@@ -38,7 +39,6 @@ from parlance.dialects.openai_common import (
     token_spelling,
     usage_object,
 )
-from parlance.dialects import openai_tools
 from parlance.dialects.openai_tools import ChatTool, EffortIn, ResponseFormatIn, ToolChoiceIn
 from parlance.dialects.wire import WireModel, parse_body
 

@@ -21,10 +21,9 @@ from parlance.core.events import Event, Finish, FinishReason, TextDelta, Usage
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
 from parlance.engines.base import PromptInfo
 from parlance.engines.grammar import check_schemas
+from parlance.engines.metrics import EngineMetrics
 from parlance.engines.parsing.output import OutputParser
 from parlance.engines.parsing.syntax import HERMES, THINK, ReasoningMarkers, ToolSyntax
-from parlance.engines.metrics import EngineMetrics
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,7 +106,7 @@ class McpSession:
         self._task = asyncio.create_task(self._run())
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self.aclose()
             raise McpFailure(f"no answer within {timeout:g} s") from None
 
@@ -134,7 +134,7 @@ class McpSession:
             raise McpFailure("the connection is closed")
         try:
             result = await asyncio.wait_for(client.call_tool(name, arguments), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise McpFailure(f"the tool '{name}' gave no answer within {timeout:g} s") from None
         except Exception as exc:
             raise McpFailure(describe(exc)) from exc
@@ -147,7 +147,7 @@ class McpSession:
         if self._task is not None:
             try:
                 await asyncio.wait_for(self._task, 5)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+            except (TimeoutError, asyncio.CancelledError):
                 self._task.cancel()
 
 

@@ -48,8 +48,8 @@ from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server.auth import authorize
 from parlance.server.loading import LoadingGeneration
 from parlance.server.memory import Memory
-from parlance.store.responses import DEFAULT_RETENTION, ResponseStore
 from parlance.server.streaming import EventStreamResponse
+from parlance.store.responses import DEFAULT_RETENTION, ResponseStore
 
 log = logging.getLogger("parlance.server")
 

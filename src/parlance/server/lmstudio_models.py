@@ -26,6 +26,7 @@ from parlance.models.served import LoadOptions, ServedModels, file_size
 from parlance.server.endpoints import answering
 from parlance.server.handler import ServerSettings, read_json
 
+
 @functools.lru_cache(maxsize=256)
 def _header(path: Path, mtime_ns: int, size: int) -> GgufInfo | None:
     try:

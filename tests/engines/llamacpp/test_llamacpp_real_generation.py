@@ -276,7 +276,7 @@ async def test_negative_logit_bias_bans_the_greedy_first_token(engine):
 
 
 async def test_positive_logit_bias_forces_a_token(engine):
-    forced = token_with_bytes(engine, " banana".encode())
+    forced = token_with_bytes(engine, b" banana")
     result = await run(engine, text_request(
         TEXT_PROMPT, max_tokens=1,
         sampling=SamplingParams(temperature=0.0, logit_bias=((forced, 100.0),))))

@@ -17,8 +17,8 @@ from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.events import Event, Finish, FinishReason, Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
-from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
 from parlance.dialects import openai_tools
+from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
 from parlance.dialects.openai_common import new_id, now, render_error
 from parlance.dialects.openai_responses import mcp
 from parlance.dialects.openai_responses import request as wire

@@ -27,8 +27,8 @@ from parlance.engines.llamacpp.job import GroupSpec, Job, LlamaGeneration
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel, ProgressCallback
 from parlance.engines.llamacpp.plan import build_plan, render_chat
 from parlance.engines.llamacpp.sampler import SamplerChain
-from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.llamacpp.scheduler import Scheduler
+from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
 
 DEFAULT_MAX_WAITING = 64
