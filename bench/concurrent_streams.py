@@ -219,8 +219,9 @@ class RawBatchedLoop:
 
 
 def parlance_command(port: int, model: Path) -> list[str]:
-    return [sys.executable, "-m", "parlance", "serve", "--model", DEFAULT_MODEL, "--port", str(port),
-            "--threads", str(THREADS), "--parallel", str(SLOTS), "--ctx-size", str(CTX_PER_SLOT)]
+    return [sys.executable, "-m", "parlance", "serve", "--model", DEFAULT_MODEL,
+            "--port", str(port), "--threads", str(THREADS), "--parallel", str(SLOTS),
+            "--ctx-size", str(CTX_PER_SLOT)]
 
 
 def llama_server_command(port: int, model: Path) -> list[str]:
@@ -357,7 +358,8 @@ def report(results: dict[str, dict[int, Level]], samples: dict[str, dict[int, li
 
     # Each round runs the sides back to back, so a round's ratio cancels slow drift.
     def paired(label: str, side: str, peer: str, n: int, value, target: float) -> None:
-        rounds = list(zip(samples.get(side, {}).get(n, []), samples.get(peer, {}).get(n, [])))
+        rounds = list(zip(samples.get(side, {}).get(n, []), samples.get(peer, {}).get(n, []),
+                          strict=False))
         if len(rounds) > 1:
             per_round = [ratio(value(p), value(q)) or 0.0 for p, q in rounds]
             checks.append((f"{label}, median of rounds "
@@ -396,7 +398,8 @@ def draw(results: dict[str, dict[int, Level]], path: Path) -> None:
         left.plot(levels, [side[n].aggregate or 0 for n in levels], **style)
         if name != "raw":
             right.plot(levels, [(side[n].ttft(0.5) or 0) * 1000 for n in levels], **style)
-    left.set(xlabel="concurrent streams", ylabel="aggregate tokens/s", xscale="log", title="throughput")
+    left.set(xlabel="concurrent streams", ylabel="aggregate tokens/s", xscale="log",
+             title="throughput")
     right.set(xlabel="concurrent streams", ylabel="TTFT p50 (ms)", xscale="log", yscale="log",
               title="time to first token")
     for axis in (left, right):
@@ -457,7 +460,7 @@ def main() -> int:
             except PeerUnavailable as exc:
                 skipped[name] = str(exc)
         samples: dict[str, dict[int, list[Level]]] = {name: {} for name in measure}
-        for name, run in measure.items():
+        for run in measure.values():
             run(2, 4)  # warm-up
         # Rounds interleave the sides, so drift on a shared machine hits them alike.
         for round_ in range(args.runs):

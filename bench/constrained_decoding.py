@@ -414,7 +414,8 @@ def report(results: dict[Side, list[Run]], skipped: dict[str, str], runs: int,
             verdict = (f" (target ≥ {target}): "
                        + ("[green]PASS[/]" if value >= target else "[red]FAIL[/]"))
         console.print(f"{label} = {value:.3f}{verdict}")
-    rounds = zip(results.get(Side("parlance", True), []), results.get(Side("parlance", False), []))
+    rounds = zip(results.get(Side("parlance", True), []), results.get(Side("parlance", False), []),
+                 strict=False)
     paired = [c.rate / u.rate for c, u in rounds if c.rate and u.rate]
     if len(paired) > 1:
         console.print(f"[dim]parlance constrained / unconstrained, median of per-round ratios "

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import httpx
@@ -162,12 +163,12 @@ def boundary_stop(tokens: list[str], text: str) -> tuple[str, int]:
     chosen where this is the first occurrence in `text` and some text precedes it.
     """
     offset = 0
-    for here, after in zip(tokens, tokens[1:]):
+    for here, after in pairwise(tokens):
         offset += len(here)
         stop = here[-2:] + after[:2]
-        if len(here) >= 3 and len(after) >= 2 and stop.isascii() and stop.strip():
-            if text.find(stop) == offset - 2 > 0:
-                return stop, offset - 2
+        usable = len(here) >= 3 and len(after) >= 2 and stop.isascii() and stop.strip()
+        if usable and text.find(stop) == offset - 2 > 0:
+            return stop, offset - 2
     raise AssertionError(f"no token boundary in {tokens!r} gives a usable stop string")
 
 

@@ -144,10 +144,10 @@ async def test_follow_up_system_prompt_replaces_the_thread_s(client, fake_engine
 async def test_stored_chats_survive_a_restart(tmp_path, fake_engine):
     async def post(body):
         app = make_app(fake_engine, data_dir=tmp_path)
-        async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                         base_url="http://t") as client:
-                return (await client.post(CHAT, json=body)).json()
+        async with (app.router.lifespan_context(app),
+                    httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                      base_url="http://t") as client):
+            return (await client.post(CHAT, json=body)).json()
 
     first = await post(HELLO)
     second = await post({**HELLO, "input": "More", "previous_response_id": first["response_id"]})

@@ -121,7 +121,8 @@ async def test_chat_request_maps_to_core_request(client, fake_engine):
     })
     request = fake_engine.requests[-1]
     sampling = request.sampling
-    assert (sampling.temperature, sampling.top_p, sampling.top_k, sampling.min_p) == (0, 0.5, 7, 0.1)
+    got = (sampling.temperature, sampling.top_p, sampling.top_k, sampling.min_p)
+    assert got == (0, 0.5, 7, 0.1)
     assert (sampling.seed, sampling.repeat_penalty, sampling.logit_bias) == (3, 1.1, ((42, -100),))
     assert request.stop == ("END",) and request.max_tokens == 9
     messages = request.prompts[0].messages

@@ -302,7 +302,8 @@ def check_completion_logprobs(lp: dict[str, Any], text: str, start: int, k: int)
     assert lp["text_offset"][0] == start
     for i in range(1, n):
         assert lp["text_offset"][i] == lp["text_offset"][i - 1] + len(lp["tokens"][i - 1])
-    for token, logprob, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+    for token, logprob, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"],
+                                  strict=True):
         assert len(top) == k, top
         assert logprob is not None and logprob <= 0
         assert math.isclose(max(top.values()), logprob, abs_tol=1e-9)  # greedy

@@ -105,7 +105,8 @@ async def test_streamed_calls_accumulate_to_the_non_streamed_ones(sdk):
         async with sdk.chat.completions.stream(**kwargs) as stream:
             streamed = await stream.get_final_completion()
     def calls(reply):
-        return [(c.function.name, c.function.arguments) for c in reply.choices[0].message.tool_calls]
+        return [(c.function.name, c.function.arguments)
+                for c in reply.choices[0].message.tool_calls]
     assert calls(streamed) == calls(plain)
     assert streamed.choices[0].finish_reason == "tool_calls"
 

@@ -16,13 +16,13 @@ Merge rules (what the accumulator does, and what every encoder may rely on):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from parlance.core.errors import ParlanceError
 from parlance.core.tools import ToolProvider, ToolSpec
 
 
-class FinishReason(str, Enum):
+class FinishReason(StrEnum):
     STOP = "stop"
     LENGTH = "length"
     TOOL_CALLS = "tool_calls"

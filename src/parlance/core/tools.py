@@ -7,7 +7,7 @@ so an engine that rejects a schema can name the field in the client's own terms.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 
@@ -104,7 +104,7 @@ class ResponseFormat:
     param: str = "response_format"
 
 
-class ReasoningEffort(str, Enum):
+class ReasoningEffort(StrEnum):
     """How hard a reasoning model should think. NONE turns thinking off; ON is
     LM Studio's "on" (the model's default amount)."""
 

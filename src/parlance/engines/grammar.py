@@ -4,9 +4,9 @@ Written as llguidance grammars (Lark with embedded `%json` JSON Schemas), so any
 engine that masks tokens with llguidance can use them. JSON is generated in a
 fixed compact layout (`, ` and `: `, no free whitespace): a small model cannot
 wander off into endless blank lines, and the output still parses as the JSON it
-is. Objects that list properties and do not say otherwise are closed (`additionalProperties: false`):
-a schema's own properties are what a client expects, and every output still
-validates against the client's original schema.
+is. Objects that list properties and do not say otherwise are closed
+(`additionalProperties: false`): a schema's own properties are what a client
+expects, and every output still validates against the client's original schema.
 """
 
 from __future__ import annotations

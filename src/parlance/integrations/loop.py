@@ -207,7 +207,7 @@ class ToolLoop:
         assert isinstance(prompt, ChatInput)
         said = Message("assistant", text, tool_calls=tuple(calls))
         results = [Message("tool", output, name=c.name, tool_call_id=c.id)
-                   for c, output in zip(calls, outputs)]
+                   for c, output in zip(calls, outputs, strict=True)]
         choice = request.tool_choice
         if rounds >= self._toolbox.settings.max_rounds:
             choice = ToolChoice("none")

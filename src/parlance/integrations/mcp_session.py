@@ -87,9 +87,9 @@ async def _client(endpoint: Endpoint) -> AsyncIterator[Client]:
                                      httpx_client_factory=endpoint.http_client)) as client:
             yield client
     else:
-        async with endpoint.http_client(headers=headers or None) as http:
-            async with Client(streamable_http_client(endpoint.url, http_client=http)) as client:
-                yield client
+        async with (endpoint.http_client(headers=headers or None) as http,
+                    Client(streamable_http_client(endpoint.url, http_client=http)) as client):
+            yield client
 
 
 class McpSession:

@@ -91,7 +91,7 @@ class Toolbox:
             sessions = [McpSession(endpoint) for endpoint in endpoints]
             outcomes = await asyncio.gather(
                 *(s.open(settings.connect_timeout) for s in sessions), return_exceptions=True)
-            for ref, outcome in zip(refs, outcomes):
+            for ref, outcome in zip(refs, outcomes, strict=True):
                 if isinstance(outcome, McpFailure):
                     raise _failure(ref, str(outcome))
                 if isinstance(outcome, BaseException):
@@ -100,13 +100,13 @@ class Toolbox:
             await _close(sessions)
             raise
         offered = [[ServerTool(tool, ref, session) for tool in session.tools
-                    if _allowed(ref, tool)] for ref, session in zip(refs, sessions)]
+                    if _allowed(ref, tool)] for ref, session in zip(refs, sessions, strict=True)]
         tools: dict[str, ServerTool] = {}
         for server in offered:
             for tool in server:
                 tools.setdefault(tool.tool.name, tool)
         listings = tuple(ToolsListed(ref.provider, tuple(t.spec() for t in server))
-                         for ref, server in zip(refs, offered))
+                         for ref, server in zip(refs, offered, strict=True))
         return cls(tools, sessions, settings, listings)
 
     def specs(self) -> tuple[ToolSpec, ...]:

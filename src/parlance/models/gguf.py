@@ -2,7 +2,8 @@
 
 Listing models must not load them: this reads only the key/value header and the tensor
 info table (never tensor data), so describing a multi-gigabyte model costs milliseconds
-(~20 ms for SmolLM2, mostly walking its vocabulary). Large arrays (tokenizer vocabularies, merges) are skipped, not kept.
+(~20 ms for SmolLM2, mostly walking its vocabulary). Large arrays (tokenizer vocabularies,
+merges) are skipped, not kept.
 Format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md (v2 and v3, little-endian).
 """
 

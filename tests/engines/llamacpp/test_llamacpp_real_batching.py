@@ -6,6 +6,7 @@ fan out from one prompt evaluation."""
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 
 import pytest
 
@@ -196,7 +197,7 @@ async def test_a_long_prompt_is_evaluated_in_small_chunks_beside_a_running_strea
     order: list[object] = []  # the running stream's deltas and the long prompt's progress
 
     async def keep_reading() -> None:
-        async for event in running:
+        async for _ in running:
             order.append("token")
 
     reader = asyncio.create_task(keep_reading())
@@ -210,6 +211,6 @@ async def test_a_long_prompt_is_evaluated_in_small_chunks_beside_a_running_strea
 
     done = [x for x in order if isinstance(x, int)]
     assert done[-1] == long.prompts[0].n_tokens > 4 * PREFILL_WHILE_DECODING
-    assert all(b - a <= PREFILL_WHILE_DECODING for a, b in zip(done, done[1:]))
+    assert all(b - a <= PREFILL_WHILE_DECODING for a, b in pairwise(done))
     between = order[order.index(done[0]):order.index(done[-1])]
     assert between.count("token") >= len(done) - 1  # the stream went on at every chunk

@@ -59,7 +59,7 @@ async def test_greedy_text_twice_is_identical(engine):
 async def test_event_stream_shape(engine):
     """Text deltas, then exactly one Finish, then exactly one Usage, then the end."""
     result = await run(engine, chat_request(CHAT_PROMPT, max_tokens=32))
-    kinds = [type(e) for e in result.events if not type(e).__name__ == "Progress"]
+    kinds = [type(e) for e in result.events if type(e).__name__ != "Progress"]
     assert kinds[-2:] == [Finish, Usage]
     assert set(kinds[:-2]) == {TextDelta}
     usage = result.usage
@@ -301,7 +301,7 @@ async def test_identical_request_reusing_the_cache_is_identical(engine):
     again = await run(engine, chat_request(CJK_CHAT_PROMPT, max_tokens=24, logprobs=2))
     assert again.text == first.text
     assert [t.token for t in again.logprobs] == [t.token for t in first.logprobs]
-    for x, y in zip(again.logprobs, first.logprobs):
+    for x, y in zip(again.logprobs, first.logprobs, strict=True):
         assert math.isclose(x.logprob, y.logprob, abs_tol=1e-3)
 
 

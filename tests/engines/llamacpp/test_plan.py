@@ -45,7 +45,8 @@ def test_builtin_tool_prompt_for_a_template_without_tools():
     text = render_chat(template(CHATML), request(tools=(WEATHER,)), CONVERSATION)
     system, rest = text.split("<|im_end|>", 1)
     assert system.startswith("<|im_start|>system\n") and '"name": "get_weather"' in system
-    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>' in rest
+    call = '{"name": "get_weather", "arguments": {"city": "Rome"}}'
+    assert f"<tool_call>\n{call}\n</tool_call>" in rest
     assert "<|im_start|>user\n<tool_response>\n20 C\n</tool_response>" in rest
 
 

@@ -105,7 +105,8 @@ def test_mistral_array_and_name_args_forms(seed):
 
 @pytest.mark.parametrize("seed", range(10))
 def test_llama3_bare_json_and_python_tag(seed):
-    text = ' {"name": "get_weather", "parameters": {"city": "Lima"}}; {"name": "get_time", "parameters": {}}'
+    text = (' {"name": "get_weather", "parameters": {"city": "Lima"}}; '
+            '{"name": "get_time", "parameters": {}}')
     events, _ = parse(text, splits(text, seed), syntax=LLAMA3_JSON, tool_names=TOOLS)
     assert summary(events) == ("", "", [("get_weather", {"city": "Lima"}), ("get_time", {})])
     text = '<|python_tag|>{"name": "get_time", "parameters": {"tz": "UTC"}}'
@@ -137,7 +138,8 @@ def test_reasoning_opened_by_the_prompt():
 
 
 def test_reasoning_then_tool_call():
-    text = '<think>Need weather.</think><tool_call>{"name": "get_weather", "arguments": {}}</tool_call>'
+    text = ('<think>Need weather.</think>'
+            '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>')
     events, parser = parse(text, reasoning=THINK, syntax=HERMES)
     assert summary(events) == ("", "Need weather.", [("get_weather", {})])
     assert isinstance(events[0], ReasoningDelta)

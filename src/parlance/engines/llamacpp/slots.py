@@ -43,7 +43,7 @@ class Claim:
 
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1
@@ -76,10 +76,9 @@ class SlotTable:
         for slot in self.slots:
             if (length := min(common_prefix(slot.tokens, prompt), limit)) > common:
                 best, common = slot, length
-        if self._unified and best is not None and not best.busy:
-            leader = best  # a unified cache has no streams to keep together: reuse in place
-        else:
-            leader = self._next_free()
+        # A unified cache has no streams to keep together: reuse in place.
+        in_place = self._unified and best is not None and not best.busy
+        leader = best if in_place and best is not None else self._next_free()
         own = min(common_prefix(leader.tokens, prompt), limit)  # what the leader holds already
         gain = common - own
         if best is not leader and gain > 0 and (self._unified or gain >= MIN_STREAM_COPY):
