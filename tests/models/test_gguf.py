@@ -14,6 +14,7 @@ from parlance.models.gguf import (
     format_params,
     quantization_name,
     read_gguf,
+    read_gguf_header,
     read_gguf_metadata,
 )
 
@@ -160,6 +161,9 @@ def test_all_value_types(tmp_path: Path) -> None:
     assert meta["nested"] == [["x", "y"], [1, 2], [[False]]]
     for key in ("big_nested", "big_strs", "big_ints"):
         assert key not in meta  # skipped, not kept
+    # ...but their lengths are (the outer count of a nested array, not its last member's)
+    assert read_gguf_header(path).array_lengths == {
+        "big_nested": 400, "big_strs": 5000, "big_ints": 100_000}
     assert meta["after"] == "still aligned"
     assert read_gguf(path).parameter_count == 40
 

@@ -5,6 +5,7 @@ envelope and status code, so no layer ever matches error *text*.
 
     ParlanceError
     ├── InvalidRequest          bad field, type or value (param names the field)
+    ├── PayloadTooLarge         the body exceeds the server's size limit
     ├── AuthenticationFailed    missing or wrong API key
     ├── ModelNotFound           no model by that id or alias
     ├── RouteNotFound           no such endpoint
@@ -35,6 +36,13 @@ class ParlanceError(Exception):
 
 class InvalidRequest(ParlanceError):
     kind = "invalid_request"
+
+
+class PayloadTooLarge(ParlanceError):
+    kind = "payload_too_large"
+
+    def __init__(self, message: str):
+        super().__init__(message, code="payload_too_large")
 
 
 class AuthenticationFailed(ParlanceError):

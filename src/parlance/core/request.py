@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from parlance.core.messages import Message
 from parlance.core.tools import (
@@ -94,7 +96,7 @@ class GenerationRequest:
 
 
 def with_sampling_defaults(
-    request: GenerationRequest, defaults: dict[str, object]
+    request: GenerationRequest, defaults: Mapping[str, Any]
 ) -> GenerationRequest:
     """Fill sampling fields the client did not set from a preset's defaults."""
     unset = {k: v for k, v in defaults.items() if k not in request.sampling_set}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from parlance.core.accumulate import Completion
 from parlance.core.errors import Overloaded, ParlanceError
@@ -13,6 +13,7 @@ from parlance.engines.base import PromptInfo
 from parlance.store.responses import StoredResponse
 
 DONE = "[DONE]"
+Framing = Literal["sse", "ndjson"]  # how the transport writes frames
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,31 +70,35 @@ class Encoder(Protocol):
         """The stream must end early with this error, by the dialect's contract."""
 
 
-class Dialect(Protocol):
-    framing: Literal["sse", "ndjson"]
+# A dialect's own Call subclass: what `parse` returns is what the others take back.
+C = TypeVar("C", bound=Call)
 
-    def parse(self, body: Any) -> Call: ...
 
-    def encoder(self, call: Call, served: Served) -> Encoder: ...
+class Dialect(Protocol[C]):
+    framing: Framing
 
-    def render(self, call: Call, served: Served, completion: Completion) -> dict[str, Any]: ...
+    def parse(self, body: Any) -> C: ...
+
+    def encoder(self, call: C, served: Served) -> Encoder: ...
+
+    def render(self, call: C, served: Served, completion: Completion) -> dict[str, Any]: ...
 
     def render_error(self, error: ParlanceError) -> ErrorResponse: ...
 
 
 @runtime_checkable
-class Stateful(Protocol):
+class Stateful(Protocol[C]):
     """A dialect whose calls continue stored conversations and are stored themselves.
     Pure like every dialect: the server does the loading and saving.
     `stored_kind` keeps each API's stored conversations apart."""
 
     stored_kind: str
 
-    def previous_id(self, call: Call) -> str | None: ...
+    def previous_id(self, call: C) -> str | None: ...
 
-    def continued(self, call: Call, previous: StoredResponse) -> Call: ...
+    def continued(self, call: C, previous: StoredResponse) -> C: ...
 
-    def record(self, call: Call, response: dict[str, Any]) -> StoredResponse | None:
+    def record(self, call: C, response: dict[str, Any]) -> StoredResponse | None:
         """What to store of this response; None when the client asked not to."""
 
     def cancelled(self, response: dict[str, Any]) -> dict[str, Any]:
@@ -101,11 +106,11 @@ class Stateful(Protocol):
 
 
 @runtime_checkable
-class Truncating(Protocol):
+class Truncating(Protocol[C]):
     """A dialect whose clients allow dropping the oldest turns when the prompt
     overflows the context (Responses `truncation: "auto"`)."""
 
-    def shorter(self, call: Call) -> Call | None:
+    def shorter(self, call: C) -> C | None:
         """The call without its oldest turn; None when nothing may be dropped."""
 
 

@@ -29,7 +29,7 @@ from parlance.core.events import (
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.dialects import openai_tools
-from parlance.dialects.base import Call, ErrorResponse, Frame, Served
+from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
 from parlance.dialects.openai_common import (
     ChunkEncoder,
     SamplingFields,
@@ -151,7 +151,8 @@ class ChatEncoder(ChunkEncoder):
 
     def open(self) -> list[Frame]:
         """Each choice's first chunk names the role, before any content of any choice."""
-        logprobs = {"content": [], "refusal": None} if self._logprobs else None
+        logprobs: dict[str, Any] | None = (
+            {"content": [], "refusal": None} if self._logprobs else None)
         delta = {"role": "assistant", "content": "", "refusal": None}
         return [self.chunk([self._choice(i, delta, logprobs)]) for i in range(self._choices)]
 
@@ -201,7 +202,7 @@ def _render_choice(choice: ChoiceResult, with_logprobs: bool) -> dict[str, Any]:
 
 
 class OpenAIChat:
-    framing = "sse"
+    framing: Framing = "sse"
 
     def parse(self, body: Any) -> ChatCall:
         req = parse_body(ChatRequest, body)

@@ -18,6 +18,7 @@ from parlance.dialects.wire import Probability, WireModel
 # kind -> (HTTP status, OpenAI error type). 403 for context overflow follows seed 004.
 _STATUS = {
     "invalid_request": (400, "invalid_request_error"),
+    "payload_too_large": (413, "invalid_request_error"),
     "authentication": (401, "authentication_error"),
     "model_not_found": (404, "invalid_request_error"),
     "route_not_found": (404, "invalid_request_error"),

@@ -19,7 +19,7 @@ from parlance.core.accumulate import ChoiceResult, Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.events import Finish, TextDelta, TokenLogprob
 from parlance.core.request import GenerationRequest, TextInput
-from parlance.dialects.base import Call, ErrorResponse, Frame, Served
+from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
 from parlance.dialects.openai_common import (
     ChunkEncoder,
     SamplingFields,
@@ -118,7 +118,7 @@ class CompletionEncoder(ChunkEncoder):
 
 
 class OpenAICompletions:
-    framing = "sse"
+    framing: Framing = "sse"
 
     def parse(self, body: Any) -> CompletionCall:
         req = parse_body(CompletionRequest, body)

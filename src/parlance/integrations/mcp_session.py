@@ -82,6 +82,8 @@ async def _client(endpoint: Endpoint) -> AsyncIterator[Client]:
                                        env=dict(endpoint.env) or None)
         async with Client(params) as client:
             yield client
+    elif endpoint.url is None:
+        raise ValueError("an MCP endpoint needs a url or a command")
     elif endpoint.uses_sse:
         async with Client(sse_client(endpoint.url, headers=headers or None,
                                      httpx_client_factory=endpoint.http_client)) as client:

@@ -4,6 +4,7 @@ A file reachable several ways is listed once, under its registry id if it has on
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def catalog(registry: Mapping[str, ModelSpec],
             path = model.path.resolve()
             if path not in seen:
                 seen.add(path)
-                specs.append(ModelSpec(id=model.key, locate=lambda p=path: p))
+                specs.append(ModelSpec(id=model.key, locate=functools.partial(Path, path)))
         return specs
 
     return listing

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ class DownloadManager:
             self._running[dest] = job
             task = asyncio.create_task(job.run(), name=f"download {job.id}")
             self._tasks.add(task)
-            task.add_done_callback(lambda done, job=job: self._finished(done, job))
+            task.add_done_callback(functools.partial(self._finished, job=job))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(job.headers_seen.wait(), HEADERS_WAIT)
         return job.status()

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["GgufInfo", "format_params", "quantization_name", "read_gguf", "read_gguf_metadata"]
+__all__ = ["GgufHeader", "GgufInfo", "format_params", "quantization_name", "read_gguf",
+           "read_gguf_header", "read_gguf_metadata"]
 
 _MAGIC = b"GGUF"
 _DEFAULT_ALIGNMENT = 32
@@ -97,6 +98,7 @@ class _Reader:
         self._buf = b""
         self._pos = 0  # position in _buf
         self._base = 0  # file offset of _buf[0]
+        self.array_length = 0  # element count of the last array read or skipped
 
     def tell(self) -> int:
         return self._base + self._pos
@@ -166,6 +168,7 @@ class _Reader:
             return self.string(keep)
         if vtype == _ARRAY:
             etype, count = self.unpack("<I"), self.unpack("<Q")
+            self.array_length = count
             keep = keep and count <= _MAX_KEPT_ARRAY
             efmt = _FIXED.get(etype)
             if efmt is not None and not keep:
@@ -178,19 +181,24 @@ class _Reader:
                 return None
             for _ in range(count):  # nested arrays: walk them, keep nothing
                 self.value(etype, keep=False)
+            self.array_length = count  # the outer count, not the last nested one's
             return None
         raise _Malformed(f"unknown GGUF value type {vtype} at offset {self.tell()}")
 
 
 @dataclass(frozen=True)
-class _Header:
+class GgufHeader:
+    """The header's kept key/values, the element counts of the arrays it left out (a
+    vocabulary's size is `array_lengths["tokenizer.ggml.tokens"]`), and the file layout."""
+
     metadata: dict[str, Any]
+    array_lengths: dict[str, int]
     parameter_count: int
     data_offset: int
     size: int
 
 
-def _read_header(path: Path) -> _Header:
+def _read_header(path: Path) -> GgufHeader:
     size = path.stat().st_size
     with path.open("rb") as f:
         r = _Reader(f, size)
@@ -202,11 +210,15 @@ def _read_header(path: Path) -> _Header:
                 raise ValueError(f"{path}: unsupported GGUF version {version} (need 2 or 3)")
             n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
             metadata: dict[str, Any] = {}
+            array_lengths: dict[str, int] = {}
             for _ in range(n_kv):
                 key = r.string() or ""
-                value = r.value(r.unpack("<I"))
+                vtype = r.unpack("<I")
+                value = r.value(vtype)
                 if value is not None:
                     metadata[key] = value
+                elif vtype == _ARRAY:
+                    array_lengths[key] = r.array_length
             params, last_offset = 0, -1
             for _ in range(n_tensors):
                 r.string(keep=False)
@@ -226,7 +238,12 @@ def _read_header(path: Path) -> _Header:
     # Every tensor holds at least one byte, so the file must reach past the last one's start.
     if data_offset > size or data_offset + last_offset >= size:
         raise ValueError(f"{path}: truncated GGUF file (tensor data missing)")
-    return _Header(metadata, params, data_offset, size)
+    return GgufHeader(metadata, array_lengths, params, data_offset, size)
+
+
+def read_gguf_header(path: Path) -> GgufHeader:
+    """The header and layout; ValueError if it is not GGUF or is truncated."""
+    return _read_header(Path(path))
 
 
 def read_gguf_metadata(path: Path) -> dict[str, Any]:

@@ -97,7 +97,7 @@ class ServedModels:
             return self.default, self.default.spec.id
         for model in self._models:
             if requested in model.spec.names():
-                return model, requested  # type: ignore[return-value]
+                return model, requested
         raise ModelNotFound(requested or "")
 
     def available(self) -> list[ModelSpec]:

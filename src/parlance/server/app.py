@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from parlance.core.errors import EngineFailure, MethodNotAllowed, RouteNotFound
+from parlance.core.errors import EngineFailure, MethodNotAllowed, ParlanceError, RouteNotFound
 from parlance.dialects.openai_common import render_error
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
@@ -24,6 +24,7 @@ log = logging.getLogger("parlance.server")
 
 async def _no_route(request: Request, exc: Exception) -> Response:
     where = f"{request.method} {request.url.path}"
+    error: ParlanceError
     if isinstance(exc, HTTPException) and exc.status_code == 405:
         error = MethodNotAllowed(f"Method not allowed for: {where}.", code="method_not_allowed")
     else:

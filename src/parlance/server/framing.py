@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Literal
 
-from parlance.dialects.base import Frame
-
-Framing = Literal["sse", "ndjson"]
+from parlance.dialects.base import Frame, Framing
 
 MEDIA_TYPES = {"sse": "text/event-stream; charset=utf-8", "ndjson": "application/x-ndjson"}
 

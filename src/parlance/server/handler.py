@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,7 @@ def error_json(rendered: ErrorResponse) -> Response:
     return JSONResponse(rendered.body, rendered.status, headers=rendered.headers)
 
 
-def error_response(dialect: Dialect, error: ParlanceError) -> Response:
+def error_response(dialect: Dialect[Any], error: ParlanceError) -> Response:
     return error_json(dialect.render_error(error))
 
 
@@ -84,7 +84,7 @@ async def read_json(request: Request) -> Any:
 
 
 class GenerationHandler:
-    def __init__(self, dialect: Dialect, models: ServedModels, settings: ServerSettings,
+    def __init__(self, dialect: Dialect[Any], models: ServedModels, settings: ServerSettings,
                  store: ResponseStore | None = None):
         self.dialect = dialect
         self.models = models
@@ -111,6 +111,7 @@ class GenerationHandler:
                 toolbox = await Toolbox.open(call.request.tool_servers,
                                              self.settings.integrations)
                 call = _with_tools(call, toolbox)
+            generation: Generation
             if cold:
                 generation = self._load_then_start(call, name, options, toolbox)
             else:
@@ -164,7 +165,7 @@ class GenerationHandler:
                 call = smaller
 
     async def _frames(self, call: Call, served: Served, generation: Generation,
-                      deadline: float, toolbox: Toolbox | None) -> AsyncIterator[Frame]:
+                      deadline: float, toolbox: Toolbox | None) -> AsyncGenerator[Frame, None]:
         encoder = self.dialect.encoder(call, served)
         try:
             for frame in encoder.open():
@@ -220,7 +221,7 @@ def _with_tools(call: Call, toolbox: Toolbox) -> Call:
     return replace(call, request=replace(request, tools=tools))
 
 
-async def guarded(generation: Generation, deadline: float) -> AsyncIterator[Event]:
+async def guarded(generation: Generation, deadline: float) -> AsyncGenerator[Event, None]:
     """The generation's events, ending by contract whatever happens: past the
     deadline, or when the engine raises, the last event is a `Failed`. On the
     way out (normal end, failure or the consumer leaving) the generation is

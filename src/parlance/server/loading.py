@@ -44,8 +44,11 @@ class LoadingGeneration:
         loop = asyncio.get_running_loop()
         shown = -1.0  # llama.cpp reports every tensor: pass on steps of a percent
         progress: asyncio.Queue[float] = asyncio.Queue()
-        loading = asyncio.ensure_future(self._load(
-            lambda fraction: loop.call_soon_threadsafe(progress.put_nowait, fraction)))
+
+        def report(fraction: float) -> None:  # called from the loading thread
+            loop.call_soon_threadsafe(progress.put_nowait, fraction)
+
+        loading = asyncio.ensure_future(self._load(report))
         # If our consumer leaves, the load carries on (the model stays loaded); its
         # outcome is then nobody's to report.
         loading.add_done_callback(lambda done: done.cancelled() or done.exception())

@@ -10,7 +10,7 @@ from parlance.store.responses import ResponseStore
 
 
 class Memory:
-    def __init__(self, dialect: Stateful, store: ResponseStore) -> None:
+    def __init__(self, dialect: Stateful[Any], store: ResponseStore) -> None:
         self.dialect = dialect
         self.store = store
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.routing import Route
 
 from parlance.dialects.base import Dialect
@@ -19,7 +21,7 @@ from parlance.server.stored_responses import StoredResponses
 from parlance.store.responses import ResponseStore
 
 # Each OpenAI endpoint is also reachable without the /v1 prefix, as llama.cpp allows.
-GENERATION: tuple[tuple[str, type[Dialect]], ...] = (
+GENERATION: tuple[tuple[str, type[Dialect[Any]]], ...] = (
     ("/v1/chat/completions", OpenAIChat),
     ("/v1/completions", OpenAICompletions),
     ("/v1/responses", OpenAIResponses),

@@ -45,7 +45,7 @@ class StoredResponses:
                                    param="response_id", code="not_found")
         return found
 
-    async def _retrieve(self, request: Request) -> Response:
+    async def _retrieve(self, request: Request) -> Response | EventStreamResponse:
         stored = self._stored(request)
         after = _int_param(request, "starting_after", None)
         if request.query_params.get("stream", "false").lower() != "true":

@@ -11,7 +11,7 @@ cancels the engine generation.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 
 import anyio
 from starlette.types import Receive, Scope, Send
@@ -23,13 +23,13 @@ from parlance.server.framing import MEDIA_TYPES, Framing, encode, keepalive
 class EventStreamResponse:
     def __init__(
         self,
-        frames: AsyncIterator[Frame] | Iterable[Frame],
+        frames: AsyncGenerator[Frame, None] | Iterable[Frame],
         *,
         framing: Framing,
         keepalive_seconds: float,
         on_close: Callable[[], None],
     ) -> None:
-        self._frames = frames if hasattr(frames, "__anext__") else _ready(frames)
+        self._frames = frames if isinstance(frames, AsyncGenerator) else _ready(frames)
         self._framing = framing
         self._keepalive_seconds = keepalive_seconds
         self._on_close = on_close
@@ -74,7 +74,7 @@ class EventStreamResponse:
         finally:
             # Close the frame generator in this same task, even when cancelled.
             with anyio.CancelScope(shield=True):
-                await self._frames.aclose()  # type: ignore[union-attr]
+                await self._frames.aclose()
 
     async def _send(self, send: Send, body: bytes, *, more: bool = True) -> None:
         # No lock: each ASGI message is a whole frame or comment, so a ping that
@@ -97,7 +97,7 @@ class EventStreamResponse:
                 return
 
 
-async def _ready(frames: Iterable[Frame]) -> AsyncIterator[Frame]:
+async def _ready(frames: Iterable[Frame]) -> AsyncGenerator[Frame, None]:
     """Frames known in advance (a stored response replayed), as the stream the
     writer reads."""
     for frame in frames:

@@ -13,7 +13,7 @@ from typing import Any
 from parlance.core.accumulate import Completion
 from parlance.core.errors import InvalidRequest, ParlanceError, ToolServerUnreachable
 from parlance.core.messages import Message
-from parlance.dialects.base import Call, ErrorResponse, Served
+from parlance.dialects.base import Call, ErrorResponse, Framing, Served
 from parlance.dialects.lmstudio.request import (
     ChatRequest,
     generation_request,
@@ -28,6 +28,7 @@ from parlance.store.responses import StoredResponse
 # kind -> (HTTP status, LM Studio error type)
 _ERRORS = {
     "invalid_request": (400, "invalid_request"),
+    "payload_too_large": (413, "invalid_request"),
     "authentication": (401, "invalid_request"),
     "model_not_found": (404, "model_not_found"),
     "route_not_found": (404, "invalid_request"),
@@ -76,7 +77,7 @@ class ChatCall(Call):
 
 
 class LMStudioChat:
-    framing = "sse"
+    framing: Framing = "sse"
     stored_kind = "chat"
     reports_model_load = True
 

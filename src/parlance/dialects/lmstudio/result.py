@@ -92,14 +92,14 @@ def thread_messages(output: list[dict[str, Any]]) -> list[Message]:
     """What a stored answer adds to the conversation: the assistant's words, its
     calls and their results (reasoning is not carried into later turns)."""
     messages: list[Message] = []
-    text, calls, results = "", [], []
+    text, calls, results = "", list[ToolCall](), list[Message]()
 
     def flush() -> None:
         nonlocal text, calls, results
         if text or calls:
             messages.append(Message("assistant", text, tool_calls=tuple(calls)))
         messages.extend(results)
-        text, calls, results = "", [], []
+        text, calls, results = "", list[ToolCall](), list[Message]()
 
     for n, item in enumerate(output):
         kind = item.get("type")

@@ -18,7 +18,7 @@ from parlance.core.events import Event, Finish, FinishReason, Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.dialects import openai_tools
-from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Served
+from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Framing, Served
 from parlance.dialects.openai_common import new_id, now, render_error
 from parlance.dialects.openai_responses import mcp
 from parlance.dialects.openai_responses import request as wire
@@ -140,7 +140,7 @@ def usage_object(usage: Usage) -> dict[str, Any]:
 def _builder(call: ResponsesCall) -> OutputBuilder:
     """Output items for this call; a server whose tools the conversation has listed
     already is not listed again (as on OpenAI)."""
-    listed = frozenset(item.get("server_label") for item in call.context
+    listed = frozenset(str(item.get("server_label")) for item in call.context
                        if item.get("type") == "mcp_list_tools")
     return OutputBuilder(logprobs=call.request.logprobs is not None, listed=listed)
 
@@ -207,7 +207,7 @@ class ResponsesEncoder:
 
 
 class OpenAIResponses:
-    framing = "sse"
+    framing: Framing = "sse"
     stored_kind = "response"
 
     def parse(self, body: Any) -> ResponsesCall:
@@ -297,7 +297,7 @@ def replay(response: dict[str, Any], starting_after: int | None) -> list[Frame]:
     events = [("response.created", {"response": start}),
               ("response.in_progress", {"response": start}),
               *builder.replay_items(output)]
-    status = response.get("status")
+    status = str(response.get("status"))
     if status != "in_progress":
         events.append((terminal_event(status), {"response": response}))
     frames = [Frame({"type": kind, "sequence_number": n, **fields}, event=kind)

@@ -92,7 +92,8 @@ def tool_servers(tools: list[Any]) -> tuple[ToolServerRef, ...]:
             headers["Authorization"] = f"Bearer {tool.authorization}"
         allowed = tool.allowed_tools
         names = allowed.tool_names or [] if isinstance(allowed, ToolFilter) else allowed
-        kind = "ephemeral_mcp" if tool.server_url else "plugin"
+        kind: Literal["ephemeral_mcp", "plugin"] = (
+            "ephemeral_mcp" if tool.server_url else "plugin")
         refs.append(ToolServerRef(
             ToolProvider(kind, tool.server_label), tool.server_url,
             None if names is None else tuple(names), tuple(headers.items()), param=at,

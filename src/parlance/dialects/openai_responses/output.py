@@ -31,7 +31,8 @@ from parlance.dialects.openai_common import new_id, token_spelling
 StreamEvent = tuple[str, dict[str, Any]]  # (type, fields other than type/sequence_number)
 
 
-def logprob_entries(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> list[dict]:
+def logprob_entries(
+        tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> list[dict[str, Any]]:
     return [{"token": t.token, "logprob": t.logprob if t.logprob is not None else 0.0,
              "bytes": list(t.bytes),
              "top_logprobs": [{"token": token_spelling(a), "logprob": a.logprob,

@@ -143,7 +143,7 @@ def input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
             item.setdefault("status", "completed")
             if isinstance(item.get("content"), str):  # stored and listed as parts
                 part = ("output_text" if item.get("role") == "assistant" else "input_text")
-                extra = {"annotations": []} if part == "output_text" else {}
+                extra: dict[str, Any] = {"annotations": []} if part == "output_text" else {}
                 item["content"] = [{"type": part, "text": item["content"], **extra}]
         items.append(item)
     return items

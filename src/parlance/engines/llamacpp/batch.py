@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-
 import llama_cpp
 
 DECODED = 0
@@ -34,7 +32,7 @@ class Batch:
         self.size = i + 1
         return i
 
-    def decode(self, ctx: ctypes.c_void_p) -> int:
+    def decode(self, ctx: llama_cpp.llama_context_p) -> int:
         self._ptr.n_tokens = self.size
         return llama_cpp.llama_decode(ctx, self._ptr)
 

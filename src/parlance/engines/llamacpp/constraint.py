@@ -13,15 +13,15 @@ same text, so the two ways can tokenize valid output differently.)
 
 from __future__ import annotations
 
-import ctypes
 import warnings
 
+import llama_cpp
 import llguidance
 import llguidance.llamacpp
 import numpy as np
 
 
-def build_tokenizer(vocab: ctypes.c_void_p) -> llguidance.LLTokenizer:
+def build_tokenizer(vocab: llama_cpp.llama_vocab_p) -> llguidance.LLTokenizer:
     """llguidance's view of the vocabulary (~0.3 s for SmolLM2; built once per model)."""
     with warnings.catch_warnings():  # it calls a binding llama-cpp-python marks deprecated
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -27,7 +27,7 @@ _MAX_VIEWS = 4096  # addresses seen; the output buffer only moves when it grows
 
 
 class LogitsRows:
-    def __init__(self, ctx: ctypes.c_void_p, n_vocab: int) -> None:
+    def __init__(self, ctx: llama_cpp.llama_context_p, n_vocab: int) -> None:
         # A second handle to the same loaded library: its function objects are ours
         # to give a pointer-as-int return type without touching llama_cpp's own.
         lib = ctypes.CDLL(bindings._lib._name)
@@ -48,6 +48,8 @@ class LogitsRows:
         if view is None:
             if len(self._views) >= _MAX_VIEWS:
                 self._views.clear()
-            view = np.frombuffer(self._row_type.from_address(address), dtype=np.float32)
+            row = self._row_type.from_address(address)
+            # A ctypes array is a buffer; numpy's stubs do not say so.
+            view = np.frombuffer(row, dtype=np.float32)  # type: ignore[call-overload]
             self._views[address] = view
         return view

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from parlance.core.events import TopLogprob
@@ -14,7 +16,7 @@ def log_softmax_row(logits_row: np.ndarray) -> np.ndarray:
 
 
 def top_alternatives(
-    row: np.ndarray, k: int, describe: callable[[int], tuple[str, bytes]]
+    row: np.ndarray, k: int, describe: Callable[[int], tuple[str, bytes]]
 ) -> tuple[TopLogprob, ...]:
     """The k most likely tokens, best first; `describe` maps a token to (text, bytes)."""
     if k <= 0:

@@ -58,7 +58,8 @@ class LlamaModel:
         self._pieces: dict[int, bytes] = {}
         self._eog: dict[int, bool] = {}
 
-    def _load_model(self, path: Path, on_progress: ProgressCallback | None) -> ctypes.c_void_p:
+    def _load_model(self, path: Path,
+                    on_progress: ProgressCallback | None) -> llama_cpp.llama_model_p:
         params = llama_cpp.llama_model_default_params()
 
         def report(fraction: float, _user_data: ctypes.c_void_p) -> bool:
@@ -74,7 +75,7 @@ class LlamaModel:
             raise EngineFailure(f"llama.cpp could not load the model file {path}")
         return model
 
-    def _new_context(self, settings: ContextSettings) -> ctypes.c_void_p:
+    def _new_context(self, settings: ContextSettings) -> llama_cpp.llama_context_p:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = settings.n_ctx * (1 if settings.kv_unified else settings.parallel)
         params.n_batch = settings.n_batch
@@ -183,7 +184,7 @@ class LlamaModel:
     def close(self) -> None:
         if self.ctx:
             llama_cpp.llama_free(self.ctx)
-            self.ctx = None
+            self.ctx = llama_cpp.llama_context_p(0)  # a null handle: closing twice is safe
         if self.model:
             llama_cpp.llama_model_free(self.model)
-            self.model = None
+            self.model = llama_cpp.llama_model_p(0)

@@ -267,10 +267,13 @@ class Scheduler:
         seq.sample(row)
         metrics = self.metrics
         metrics.tokens_generated += seq.generated - generated
+        now = seq.last_token_at
+        if now is None:  # never: sample() stamps it
+            return
         if before is None:
-            metrics.time_to_first_token.observe(seq.first_token_at - seq.job.created)
+            metrics.time_to_first_token.observe(now - seq.job.created)
         else:
-            metrics.inter_token.observe(seq.last_token_at - before)
+            metrics.inter_token.observe(now - before)
 
     def _prefilled(self, chunk: _Chunk) -> None:
         group, spec = chunk.group, chunk.group.spec

@@ -81,7 +81,8 @@ class SlotTable:
         leader = best if in_place and best is not None else self._next_free()
         own = min(common_prefix(leader.tokens, prompt), limit)  # what the leader holds already
         gain = common - own
-        if best is not leader and gain > 0 and (self._unified or gain >= MIN_STREAM_COPY):
+        if (best is not None and best is not leader and gain > 0
+                and (self._unified or gain >= MIN_STREAM_COPY)):
             self._truncate(leader, 0)
             self._copy(best, leader)
         else:

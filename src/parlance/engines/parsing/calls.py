@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public, not in stubs
 from typing import Any
 
 from parlance.core.events import Event, ToolCallArgs, ToolCallEnd, ToolCallStart
@@ -64,7 +65,7 @@ def parse_header(text: str) -> tuple[str, int, bool] | None:
             if text[i] != '"':
                 raise _NotAHeader
             try:
-                name, i = json.decoder.scanstring(text, i + 1)
+                name, i = scanstring(text, i + 1)
             except json.JSONDecodeError as exc:
                 if "Unterminated" in exc.msg:
                     raise _NeedMore from exc
