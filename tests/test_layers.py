@@ -41,6 +41,7 @@ def test_the_tree_keeps_every_contract():
      "dialects never import an engine's implementation"),
     ("engines/parsing/bad.py", "import parlance.dialects.openai_chat",
      "engines never know a dialect"),
+    ("net/bad.py", "from parlance.integrations import toolbox", "net imports only core"),
 ])
 def test_a_wrong_import_breaks_its_contract(tmp_path, module, bad_import, contract):
     shutil.copytree(ROOT / "src" / "parlance", tmp_path / "src" / "parlance",

@@ -274,8 +274,7 @@ def rebinding(first: str, then: str):
 
 
 async def test_dns_rebinding_is_refused_when_connecting(client, fake_engine, mcp, monkeypatch):
-    monkeypatch.setattr("parlance.integrations.address_guard.resolve",
-                        rebinding("93.184.216.34", "127.0.0.1"))
+    monkeypatch.setattr("parlance.net.guard.resolve", rebinding("93.184.216.34", "127.0.0.1"))
     target = integration(mcp, server_url=f"http://rebind.test:{mcp.port}/mcp")
     response = await client.post(CHAT, json={**body(mcp), "integrations": [target]})
     assert response.status_code == 400
@@ -287,9 +286,8 @@ async def test_dns_rebinding_is_refused_when_connecting(client, fake_engine, mcp
 async def test_connections_go_to_the_checked_address(client, fake_engine, mcp, monkeypatch):
     """Control for the test above: with every address taken as public, the client
     connects to the address the guard resolved (the name itself resolves nowhere)."""
-    monkeypatch.setattr("parlance.integrations.address_guard.resolve",
-                        rebinding("127.0.0.1", "127.0.0.1"))
-    monkeypatch.setattr("parlance.integrations.address_guard._is_public", lambda a: True)
+    monkeypatch.setattr("parlance.net.guard.resolve", rebinding("127.0.0.1", "127.0.0.1"))
+    monkeypatch.setattr("parlance.net.guard.is_public_address", lambda a: True)
     enqueue_seed_exchange(fake_engine)
     target = integration(mcp, server_url=f"http://rebind.test:{mcp.port}/mcp")
     response = await client.post(CHAT, json={**body(mcp), "integrations": [target]})

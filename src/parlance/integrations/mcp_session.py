@@ -24,7 +24,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from parlance.integrations.address_guard import public_only_client
+from parlance.net.guard import public_only_client
 
 log = logging.getLogger("parlance.integrations")
 
