@@ -31,10 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--parallel", type=int,
                        help="sequences decoded together (slots sharing the context)")
     serve.add_argument("--queue-size", dest="queue_size", type=int,
-                       help="requests that may wait for a slot before 429")
+                       help="sequences (prompts × n) that may wait for a slot before 429; "
+                            "also the most one request may ask for")
     serve.add_argument("--kv-unified", dest="kv_unified", action="store_const", const=True,
                        help="one KV cache of --ctx-size cells shared by all slots, instead of "
                             "--ctx-size per slot (less memory; results then depend on batching)")
+    serve.add_argument("--max-body-mb", dest="max_body_mb", type=int,
+                       help="largest request body accepted, in MiB (larger: 413)")
     serve.add_argument("--api-key", dest="api_key", action="append",
                        help="require this API key (repeatable)")
     serve.add_argument("--keepalive-seconds", dest="keepalive_seconds", type=float)
@@ -131,6 +134,7 @@ def serve(config: ServeConfig, registry: dict) -> int:
         responses_retention=config.responses_retention,
         integrations=integration_settings(config),
         models_dir=models_dir,
+        max_body_bytes=config.max_body_mb * 2**20,
     ))
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "

@@ -18,6 +18,10 @@ from typing import Any
 from parlance.models.registry import DEFAULT_MODEL, ModelSpec, builtin_registry, with_preset
 
 DEFAULT_CONFIG_FILE = "parlance.toml"
+# Request bodies above this get a 413. A 1M-token text prompt is about 4 MiB (6 when
+# JSON-escaped), so any prompt a local model can evaluate fits with room to spare,
+# while decoding the largest body stays a fraction of a second of one worker thread.
+DEFAULT_MAX_BODY_MB = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +32,7 @@ class ServeConfig:
     ctx_size: int | None = None
     threads: int | None = None
     parallel: int = 4
-    queue_size: int = 64
+    queue_size: int = 64  # sequences (prompts × n) that may wait for a slot
     kv_unified: bool = False
     api_key: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
@@ -42,6 +46,7 @@ class ServeConfig:
     models_dir: str = ""  # GGUF files to serve on demand; empty: <data dir>/models
     jit_ttl: float = 3600.0  # seconds a model loaded on demand may stay idle; 0: forever
     memory_budget_mb: int = 0  # loaded model files may not exceed this; 0: no limit
+    max_body_mb: int = DEFAULT_MAX_BODY_MB  # larger request bodies are refused (413)
 
 
 def env_name(field: str) -> str:

@@ -12,11 +12,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from parlance.core.errors import EngineFailure, MethodNotAllowed, ParlanceError, RouteNotFound
-from parlance.dialects.openai_common import render_error
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
 from parlance.server.handler import ServerSettings, error_json
-from parlance.server.routes import build_routes
+from parlance.server.routes import build_routes, error_renderer
 from parlance.store.responses import ResponseStore
 
 log = logging.getLogger("parlance.server")
@@ -29,12 +28,12 @@ async def _no_route(request: Request, exc: Exception) -> Response:
         error = MethodNotAllowed(f"Method not allowed for: {where}.", code="method_not_allowed")
     else:
         error = RouteNotFound(f"Unknown request URL: {where}.", code="unknown_url")
-    return error_json(render_error(error))
+    return error_json(error_renderer(request.url.path)(error))
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error", exc_info=exc)
-    return error_json(render_error(
+    return error_json(error_renderer(request.url.path)(
         EngineFailure("The server had an error while processing your request.")))
 
 

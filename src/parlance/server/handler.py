@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
@@ -20,6 +19,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from parlance.config import DEFAULT_MAX_BODY_MB
 from parlance.core.accumulate import Accumulator
 from parlance.core.errors import (
     ContextOverflow,
@@ -46,6 +46,7 @@ from parlance.integrations.settings import IntegrationSettings
 from parlance.integrations.toolbox import Toolbox
 from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server.auth import authorize
+from parlance.server.body import read_json
 from parlance.server.loading import LoadingGeneration
 from parlance.server.memory import Memory
 from parlance.server.streaming import EventStreamResponse
@@ -63,6 +64,7 @@ class ServerSettings:
     responses_retention: int = DEFAULT_RETENTION
     integrations: IntegrationSettings = field(default_factory=IntegrationSettings)
     models_dir: Path | None = None  # where downloads go (and the catalog looks)
+    max_body_bytes: int = DEFAULT_MAX_BODY_MB * 2**20  # larger request bodies get a 413
 
 
 def error_json(rendered: ErrorResponse) -> Response:
@@ -71,16 +73,6 @@ def error_json(rendered: ErrorResponse) -> Response:
 
 def error_response(dialect: Dialect[Any], error: ParlanceError) -> Response:
     return error_json(dialect.render_error(error))
-
-
-async def read_json(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(
-            f"We could not parse the JSON body of your request ({exc}).", code="invalid_json"
-        ) from exc
 
 
 class GenerationHandler:
@@ -97,7 +89,7 @@ class GenerationHandler:
         toolbox = None
         try:
             authorize(request, self.settings.api_keys)
-            call = self.dialect.parse(await read_json(request))
+            call = await read_json(request, self.settings.max_body_bytes, self.dialect.parse)
             if self.memory is not None:
                 call = self.memory.recall(call)
             name = call.request.model

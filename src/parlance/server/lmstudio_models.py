@@ -18,13 +18,14 @@ from parlance.dialects.lmstudio.models import (
     UnloadRequest,
     model_object,
 )
-from parlance.dialects.wire import parse_body
+from parlance.dialects.wire import M, parse_body
 from parlance.models.downloads import DownloadManager
 from parlance.models.gguf import GgufInfo, read_gguf
 from parlance.models.registry import ModelSpec
 from parlance.models.served import LoadOptions, ServedModels, file_size
+from parlance.server.body import read_json
 from parlance.server.endpoints import answering
-from parlance.server.handler import ServerSettings, read_json
+from parlance.server.handler import ServerSettings
 
 
 @functools.lru_cache(maxsize=256)
@@ -57,6 +58,10 @@ class LMStudioModels:
         self.download = answering(self._download, keys, render_error)
         self.download_status = answering(self._download_status, keys, render_error)
 
+    async def _body(self, request: Request, model: type[M]) -> M:
+        return await read_json(request, self.settings.max_body_bytes,
+                               functools.partial(parse_body, model))
+
     async def _list(self, request: Request) -> dict[str, Any]:
         loaded = {m.spec.id: m.config for m in self.models}
         return {"models": [model_object(spec.id, gguf_info(spec), file_size(spec),
@@ -64,7 +69,7 @@ class LMStudioModels:
                            for spec in self.models.available()]}
 
     async def _load(self, request: Request) -> dict[str, Any]:
-        body = parse_body(LoadRequest, await read_json(request))
+        body = await self._body(request, LoadRequest)
         spec = self.models.spec(body.model)
         options = LoadOptions(body.context_length, body.eval_batch_size, body.parallel)
         current = next((m for m in self.models if m.spec.id == spec.id), None)
@@ -81,13 +86,13 @@ class LMStudioModels:
         return out
 
     async def _unload(self, request: Request) -> dict[str, Any]:
-        body = parse_body(UnloadRequest, await read_json(request))
+        body = await self._body(request, UnloadRequest)
         if not await self.models.unload(body.instance_id):
             raise ModelNotFound(body.instance_id)
         return {"instance_id": body.instance_id}
 
     async def _download(self, request: Request) -> dict[str, Any]:
-        body = parse_body(DownloadRequest, await read_json(request))
+        body = await self._body(request, DownloadRequest)
         if self.downloads is None:
             raise InvalidRequest("This server has no models directory to download into "
                                  "(parlance serve --models-dir).", code="no_models_dir")

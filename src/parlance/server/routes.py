@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from starlette.routing import Route
 
-from parlance.dialects.base import Dialect
+from parlance.core.errors import ParlanceError
+from parlance.dialects import lmstudio, openai_common
+from parlance.dialects.base import Dialect, ErrorResponse
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.openai_chat import OpenAIChat
 from parlance.dialects.openai_completions import OpenAICompletions
@@ -27,6 +30,16 @@ GENERATION: tuple[tuple[str, type[Dialect[Any]]], ...] = (
     ("/v1/responses", OpenAIResponses),
     ("/api/v1/chat", LMStudioChat),
 )
+
+LMSTUDIO_PREFIX = "/api/"  # every other path speaks OpenAI's dialects
+
+
+def error_renderer(path: str) -> Callable[[ParlanceError], ErrorResponse]:
+    """The error envelope of the API a path belongs to, for errors no endpoint caught
+    (no such route, an unexpected exception)."""
+    if path.startswith(LMSTUDIO_PREFIX):
+        return lmstudio.render_error
+    return openai_common.render_error
 
 
 def build_routes(models: ServedModels, settings: ServerSettings,

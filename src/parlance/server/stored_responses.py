@@ -9,11 +9,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from parlance.core.errors import InvalidRequest, ResourceNotFound
+from parlance.dialects.base import Call
 from parlance.dialects.openai_common import render_error
 from parlance.dialects.openai_responses import OpenAIResponses, replay
 from parlance.models.served import ServedModels
+from parlance.server.body import read_json
 from parlance.server.endpoints import answering
-from parlance.server.handler import ServerSettings, read_json
+from parlance.server.handler import ServerSettings
 from parlance.server.memory import Memory
 from parlance.server.streaming import EventStreamResponse
 from parlance.store.responses import ResponseStore, StoredResponse
@@ -80,13 +82,17 @@ class StoredResponses:
                              "has_more": len(items) > limit})
 
     async def _input_tokens(self, request: Request) -> Response:
-        body = await read_json(request)
-        if isinstance(body, dict):
-            body = {**body, "stream": False, "background": False}
-        call = self.memory.recall(self.dialect.parse(body))
+        call = self.memory.recall(await read_json(request, self.settings.max_body_bytes,
+                                                  self._parse_for_count))
         model, _, _ = await self.models.acquire(call.request.model)
         count = await model.engine.count_tokens(call.request)
         return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
+
+    def _parse_for_count(self, body: Any) -> Call:
+        """The body as a Responses request that is neither streamed nor run in the background."""
+        if isinstance(body, dict):
+            body = {**body, "stream": False, "background": False}
+        return self.dialect.parse(body)
 
     async def _cancel(self, request: Request) -> Response:
         self._stored(request)

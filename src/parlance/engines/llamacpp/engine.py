@@ -67,13 +67,10 @@ class LlamaCppEngine:
 
     async def start(self, request: GenerationRequest) -> LlamaGeneration:
         self._check_logit_bias(request)
-        if request.n > self.slots:
-            raise InvalidRequest(f"n is {request.n}, but this server decodes at most "
-                                 f"{self.slots} sequences at once (--parallel).", param="n")
-        token_lists = [self._tokens(p, request) for p in request.prompts]
-        plan = await self._plan(request)
-        budgets = [self._budget(tokens, request) for tokens in token_lists]
-        prompts = tuple(PromptInfo(self._text(t), len(t)) for t in token_lists)
+        self._check_sequences(request)
+        # Template, tokens and grammars grow with the request: off the event loop.
+        # (Tokenizing reads only the vocabulary, safe beside the decoding thread.)
+        token_lists, budgets, prompts, plan = await asyncio.to_thread(self._prepare, request)
         scheduler = self.scheduler
         job = Job(stop=request.stop, logprobs=request.logprobs, echo=request.echo,
                   outbox=scheduler.outbox, on_cancel=scheduler.wake)
@@ -94,7 +91,7 @@ class LlamaCppEngine:
         return LlamaGeneration(job, prompts)
 
     async def count_tokens(self, request: GenerationRequest) -> int:
-        return len(self._tokens(request.prompts[0], request))
+        return len(await asyncio.to_thread(self._tokens, request.prompts[0], request))
 
     async def clear_cache(self) -> None:
         """Forget every cached prompt prefix (waits until no request is running)."""
@@ -112,15 +109,37 @@ class LlamaCppEngine:
         """The vocabulary as llguidance sees it; built on the first constrained request."""
         return build_tokenizer(self.model.vocab)
 
-    async def _plan(self, request: GenerationRequest) -> GuidePlan | None:
+    def _check_sequences(self, request: GenerationRequest) -> None:
+        """n within the slots, and prompts × n within the wait queue: the queue is
+        bounded in sequences, so a larger request could never be admitted."""
+        n, prompts = request.n, len(request.prompts)
+        if n > self.slots:
+            raise InvalidRequest(f"n is {n}, but this server decodes at most "
+                                 f"{self.slots} sequences at once (--parallel).", param="n")
+        limit = self.scheduler.max_waiting
+        if n * prompts > limit:
+            raise InvalidRequest(
+                f"The request asks for {n * prompts} sequences ({prompts} prompts, n={n}), "
+                f"but this server queues at most {limit} (--queue-size).",
+                param="prompt" if prompts > 1 else "n")
+
+    def _prepare(self, request: GenerationRequest) -> tuple[
+            list[list[int]], list[int], tuple[PromptInfo, ...], GuidePlan | None]:
+        """Each prompt's tokens and budget, the prompts as evaluated, and the guide plan.
+        Runs on a worker thread."""
+        token_lists = [self._tokens(p, request) for p in request.prompts]
+        plan = self._plan(request)
+        budgets = [self._budget(tokens, request) for tokens in token_lists]
+        prompts = tuple(PromptInfo(self._text(t), len(t)) for t in token_lists)
+        return token_lists, budgets, prompts, plan
+
+    def _plan(self, request: GenerationRequest) -> GuidePlan | None:
         chats = [p for p in request.prompts if isinstance(p, ChatInput)]
         if not chats:
             return None
         text = render_chat(self.template, request, chats[0].messages)
-        args = (request, self.template, text, self.tokenizer, self.model.n_vocab, self._literal)
-        if request.callable_tools or request.response_format:
-            return await asyncio.to_thread(build_plan, *args)  # grammar compilation
-        return build_plan(*args)
+        return build_plan(request, self.template, text, self.tokenizer, self.model.n_vocab,
+                          self._literal)
 
     def _literal(self, marker: str) -> str:
         """A syntax marker in a grammar: by token id when it is one special token."""

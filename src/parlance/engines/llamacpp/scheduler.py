@@ -7,11 +7,12 @@ first come first served), decodes once, and samples each sequence with its own
 sampler chain from its own output row. A prompt evaluated to its end fans out
 to its `n` choices by copying KV cells, not by evaluating it again.
 
-Admission is FIFO from a bounded wait queue (full → `Overloaded`, i.e. 429
-with Retry-After). A group enters when it has slots for all its choices and
-the cache has room for its prompt beside the running sequences. A cancelled
-request leaves at the next step and its KV cells are freed at once; a finished
-one leaves its tokens cached for the next request sharing their prefix.
+Admission is FIFO from a wait queue bounded in sequences, not requests (full →
+`Overloaded`, i.e. 429 with Retry-After). A group enters when it has slots for
+all its choices and the cache has room for its prompt beside the running
+sequences. A cancelled request leaves at the next step and its KV cells are
+freed at once; a finished one leaves its tokens cached for the next request
+sharing their prefix.
 """
 
 from __future__ import annotations
@@ -99,10 +100,11 @@ class Scheduler:
         with self._wake:
             if self._closing:
                 raise EngineFailure("The engine is shutting down.")
-            if self._waiting and len(self._waiting) + len(job.groups) > self.max_waiting:
+            waiting = self._waiting_sequences()
+            if waiting + sum(g.n for g in job.groups) > self.max_waiting:
                 self.metrics.requests_rejected += 1
                 raise Overloaded(
-                    f"The server is busy: {len(self._waiting)} requests are waiting for "
+                    f"The server is busy: {waiting} sequences are waiting for "
                     f"{len(self.slots.slots)} slots. Retry shortly.",
                     retry_after=self._retry_after(),
                 )
@@ -133,8 +135,13 @@ class Scheduler:
         self._thread.join(timeout=30)
         return not self._thread.is_alive()
 
+    def _waiting_sequences(self) -> int:
+        """What the wait queue holds, counted in sequences (a group has `n`): a request
+        with many prompts or choices takes its full share of the bound."""
+        return sum(g.n for g in self._waiting)
+
     def _retry_after(self) -> float:
-        rounds = (len(self._waiting) + 1) / max(1, len(self.slots.slots))
+        rounds = (self._waiting_sequences() + 1) / max(1, len(self.slots.slots))
         return float(max(1, math.ceil(self._service_seconds * rounds)))
 
     # -- scheduler thread -----------------------------------------------------------

@@ -1,0 +1,123 @@
+"""Decoding a request body as strict JSON: UTF-8, standard numbers only, bounded.
+
+Python's `json` accepts what no client means to send and what later breaks code far
+from the wire: `NaN`/`Infinity` literals, `1e999` (infinite), integers too long for
+`int()` (a ValueError past 4300 digits), nesting deep enough to exhaust the stack of
+whatever walks it next (templates, schema compilers), and `\\ud800` escapes that
+decode to lone surrogates no encoder can write back. Each is refused here with an
+`InvalidRequest` naming where in the body it sits, so nothing downstream sees them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from parlance.core.errors import InvalidRequest
+
+MAX_DEPTH = 64  # nested arrays/objects; real requests (schemas included) use far fewer
+MAX_NUMBER_CHARS = 100  # a seed or token id needs 20; a float's shortest form needs 24
+
+Path = tuple[str | int, ...]
+
+
+class _Refused:
+    """Stands in for a refused number while decoding, so that the walk after it can
+    name the place (the decoder's hooks are not told where they are)."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+
+def _integer(text: str) -> int | _Refused:
+    if len(text) > MAX_NUMBER_CHARS:
+        return _Refused(f"a number of {len(text)} digits (at most {MAX_NUMBER_CHARS})")
+    return int(text)
+
+
+def _real(text: str) -> float | _Refused:
+    if len(text) > MAX_NUMBER_CHARS:
+        return _Refused(f"a number of {len(text)} characters (at most {MAX_NUMBER_CHARS})")
+    value = float(text)
+    return value if math.isfinite(value) else _Refused(f"{text} is not a finite number")
+
+
+def _constant(name: str) -> _Refused:
+    return _Refused(f"{name} is not a JSON number")
+
+
+def decode(raw: bytes) -> Any:
+    """The body's JSON value, or `InvalidRequest` saying what is wrong and where."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"The request body is not valid UTF-8 (byte {exc.start}).",
+                             code="invalid_json") from exc
+    try:
+        value = json.loads(text, parse_int=_integer, parse_float=_real,
+                           parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(f"We could not parse the JSON body of your request ({exc}).",
+                             code="invalid_json") from exc
+    except RecursionError as exc:
+        raise InvalidRequest(f"The JSON body is nested more than {MAX_DEPTH} levels deep.",
+                             code="invalid_json") from exc
+    check(value, surrogates="\\ud" in text or "\\uD" in text)
+    return value
+
+
+def check(value: Any, *, surrogates: bool = True) -> None:
+    """Walk the decoded value (iteratively: its depth is what is being checked) for
+    refused numbers, excessive depth and, when `surrogates`, lone surrogates."""
+    _leaf(value, (), surrogates)
+    stack: list[tuple[Any, Path]] = [(value, ())] if isinstance(value, dict | list) else []
+    while stack:
+        node, path = stack.pop()
+        if len(path) >= MAX_DEPTH:
+            raise InvalidRequest(f"The JSON body is nested more than {MAX_DEPTH} levels deep "
+                                 f"(at '{dotted(path)}').", param=dotted(path) or None,
+                                 code="invalid_json")
+        for key, child in node.items() if isinstance(node, dict) else enumerate(node):
+            if surrogates and isinstance(key, str) and _surrogate(key) is not None:
+                _refuse((*path, key), f"the key contains {_surrogate(key)}")
+            if isinstance(child, dict | list):
+                stack.append((child, (*path, key)))
+            else:
+                _leaf(child, (*path, key), surrogates)
+
+
+def _leaf(value: Any, path: Path, surrogates: bool) -> None:
+    if isinstance(value, _Refused):
+        _refuse(path, value.problem)
+    if surrogates and isinstance(value, str) and (found := _surrogate(value)) is not None:
+        _refuse(path, f"it contains {found}")
+
+
+def _refuse(path: Path, problem: str) -> None:
+    where = dotted(path)
+    if not where:
+        raise InvalidRequest(f"Invalid request body: {problem}.", code="invalid_value")
+    raise InvalidRequest(f"Invalid value for '{where}': {problem}.", param=where,
+                         code="invalid_value")
+
+
+def _surrogate(text: str) -> str | None:
+    """How to describe the first lone surrogate of `text` (no UTF-8 can encode one)."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate (\\u{ord(text[exc.start]):04x}), which is not valid Unicode"
+    return None
+
+
+def dotted(path: Path) -> str:
+    """A location the way clients name parameters: `messages[0].content`."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
