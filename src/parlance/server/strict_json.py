@@ -116,8 +116,13 @@ def _surrogate(text: str) -> str | None:
 
 
 def dotted(path: Path) -> str:
-    """A location the way clients name parameters: `messages[0].content`."""
+    """A location the way clients name parameters: `messages[0].content` (a lone
+    surrogate in a key is written as its escape: the error must be encodable)."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        name = part.encode("utf-8", "backslashreplace").decode("utf-8")
+        out += f".{name}" if out else name
     return out
