@@ -17,3 +17,24 @@ def test_serve_with_unknown_model_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["serve", "--model", "does-not-exist"]) == 2
     assert "Unknown model" in capsys.readouterr().err
+
+
+def test_serve_with_absurd_load_settings_fails_fast_naming_the_flag(tmp_path, monkeypatch,
+                                                                    capsys):
+    """Refused by the load plan before llama.cpp allocates anything (issue 15: a context
+    of 10^9 tokens x 64 slots was an OOM kill)."""
+    import parlance.cli
+
+    monkeypatch.chdir(tmp_path)
+    loads = []
+    monkeypatch.setattr(parlance.cli, "_engine_loader",
+                        lambda config: lambda *args: loads.append(args))
+    assert main(["serve", "--ctx-size", "1000000000", "--parallel", "64"]) == 2
+    err = capsys.readouterr().err
+    assert "context_length" in err and "8192" in err and "--ctx-size" in err
+    assert main(["serve", "--parallel", "1000"]) == 2
+    assert "--parallel" in capsys.readouterr().err
+    assert main(["serve", "--memory-budget-mb", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "memory budget" in err and "--model" in err
+    assert loads == []

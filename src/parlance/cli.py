@@ -62,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--jit-ttl", dest="jit_ttl", type=float,
                        help="seconds a model loaded on first use may stay idle (0: forever)")
     serve.add_argument("--memory-budget-mb", dest="memory_budget_mb", type=int,
-                       help="unload idle models so loaded model files stay within this")
+                       help="unload idle models so the loaded ones (weights, KV cache and "
+                            "compute buffers, estimated) stay within this; loads larger "
+                            "than this or than the free memory are refused")
     for action in serve._actions:
         if action.dest not in ("help",):
             action.help = (action.help or "") + f" [env {env_name(action.dest)}]"
@@ -73,18 +75,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _engine_loader(config: ServeConfig):
-    """Loads one model into a fresh llama.cpp engine (blocking; run off the loop)."""
+    """Loads one model into a fresh llama.cpp engine (blocking; run off the loop), with
+    the settings of a load plan (checked and resolved by `models.load_plan`)."""
     from parlance.config import default_threads
     from parlance.engines.llamacpp import LlamaCppEngine
     from parlance.engines.llamacpp.model import ContextSettings
 
-    def load(spec, options, on_progress):
+    def load(spec, plan, on_progress):
         settings = ContextSettings(
-            n_ctx=options.context_length or config.ctx_size or spec.ctx_size or 4096,
+            n_ctx=plan.context_length,
             n_threads=config.threads or default_threads(),
-            n_batch=options.eval_batch_size or 512,
-            parallel=options.parallel or config.parallel,
-            kv_unified=config.kv_unified,
+            n_batch=plan.eval_batch_size,
+            parallel=plan.parallel,
+            kv_unified=plan.kv_unified,
         )
         return LlamaCppEngine.load(spec.locate(), settings, chat_template=spec.chat_template,
                                    on_progress=on_progress, max_waiting=config.queue_size)
@@ -92,40 +95,65 @@ def _engine_loader(config: ServeConfig):
     return load
 
 
+def load_defaults(config: ServeConfig):
+    from parlance.models.load_plan import LoadDefaults
+
+    return LoadDefaults(context_length=config.ctx_size, parallel=config.parallel,
+                        kv_unified=config.kv_unified)
+
+
+def memory_budget(config: ServeConfig) -> int | None:
+    return config.memory_budget_mb * 2**20 if config.memory_budget_mb else None
+
+
+# The flags behind a load plan's parameters, to name them in a refusal.
+_FLAGS = {"context_length": "--ctx-size (or the preset's ctx_size)", "parallel": "--parallel",
+          "model": "--model"}
+
+
 def _load_first(config: ServeConfig, registry: dict, loader):
+    """Plan the first load (absurd settings fail here, before anything is allocated),
+    then load it with a progress bar."""
+    from parlance.models.load_plan import LoadOptions, check_fits, plan_load
+    from parlance.models.memory_estimate import available_memory
     from parlance.models.registry import resolve_spec
-    from parlance.models.served import LoadOptions
 
     spec = resolve_spec(config.model, registry)
     path = spec.locate()
+    try:
+        plan = plan_load(spec, LoadOptions(), load_defaults(config))
+        check_fits(plan, spec.id, budget=memory_budget(config), available=available_memory())
+    except InvalidRequest as exc:
+        raise InvalidRequest(f"{exc.message} [{_FLAGS.get(exc.param or '', exc.param)}]",
+                             param=exc.param, code=exc.code) from None
     progress = Progress(TextColumn("[bold]Loading[/] {task.description}"), BarColumn(),
                         TaskProgressColumn(), console=console, disable=not console.is_terminal)
     with progress:
         task = progress.add_task(path.name, total=1.0)
-        engine = loader(spec, LoadOptions(), lambda f: progress.update(task, completed=f))
-    return spec, engine
+        engine = loader(spec, plan, lambda f: progress.update(task, completed=f))
+    return spec, engine, plan
 
 
 def serve(config: ServeConfig, registry: dict) -> int:
     import uvicorn
 
     from parlance.models.catalog import catalog
-    from parlance.models.served import ServedModel, ServedModels, file_size
+    from parlance.models.served import ServedModel, ServedModels
     from parlance.server import ServerSettings, create_app
 
     loader = _engine_loader(config)
     started = time.perf_counter()
-    spec, engine = _load_first(config, registry, loader)
+    spec, engine, plan = _load_first(config, registry, loader)
     ctx = engine.model.settings
     console.print(f"[green]Loaded[/] {spec.id} in {time.perf_counter() - started:.2f}s "
                   f"({ctx.parallel} slots, context {ctx.n_ctx} "
                   f"{'shared' if ctx.kv_unified else 'each'}, {ctx.n_threads} threads)")
     models_dir = Path(config.models_dir)
-    first = ServedModel(spec, engine, int(time.time()), file_size(spec))
+    first = ServedModel(spec, engine, int(time.time()), plan.memory.total)
     models = ServedModels(
         [first], catalog=catalog(registry, models_dir), loader=loader,
-        idle_ttl=config.jit_ttl or None,
-        memory_budget=config.memory_budget_mb * 2**20 if config.memory_budget_mb else None)
+        idle_ttl=config.jit_ttl or None, memory_budget=memory_budget(config),
+        defaults=load_defaults(config))
     app = create_app(models, ServerSettings(
         api_keys=config.api_key,
         keepalive_seconds=config.keepalive_seconds,

@@ -45,7 +45,7 @@ class ServeConfig:
     mcp_max_rounds: int = 8
     models_dir: str = ""  # GGUF files to serve on demand; empty: <data dir>/models
     jit_ttl: float = 3600.0  # seconds a model loaded on demand may stay idle; 0: forever
-    memory_budget_mb: int = 0  # loaded model files may not exceed this; 0: no limit
+    memory_budget_mb: int = 0  # loaded models' estimated memory; 0: no limit
     max_body_mb: int = DEFAULT_MAX_BODY_MB  # larger request bodies are refused (413)
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from parlance.core.errors import InvalidRequest
 from parlance.engines.fake import FakeEngine
+from parlance.models.load_plan import LoadDefaults, LoadOptions, plan_load
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
@@ -185,19 +187,152 @@ async def test_idle_ttl_unloads_only_models_loaded_on_demand(loader):
     assert [m.spec.id for m in models] == ["fake-model"]  # pinned: not loaded on demand
 
 
+def estimated(spec: ModelSpec = COLD, **chosen: int) -> int:
+    """What a load of `spec` is estimated to take (weights, KV cache, compute)."""
+    return plan_load(spec, LoadOptions(**chosen), LoadDefaults()).memory.total
+
+
 async def test_memory_budget_unloads_the_least_recently_used(loader):
-    size = smollm2_path().stat().st_size
+    size = estimated()
+    assert size > 4 * smollm2_path().stat().st_size  # the KV cache counts, not just the file
     other = ModelSpec(id="acme/other", locate=smollm2_path)
     warm = ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)
     models = ServedModels([warm], catalog=lambda: [COLD, other], loader=loader,
                           memory_budget=int(size * 1.5))
     await models.acquire("acme/cold-model")
+    assert [m.size_bytes for m in models] == [0, size]
     await models.acquire("acme/other")
     assert [m.spec.id for m in models] == ["fake-model", "acme/other"]
     too_big = ServedModels([warm], catalog=lambda: [COLD], loader=loader,
                            memory_budget=size // 2)
-    with pytest.raises(Exception, match="larger than this server's memory budget"):
+    with pytest.raises(InvalidRequest, match="more than this server's memory budget"):
         await too_big.acquire("acme/cold-model")
+    assert loader.loaded == ["acme/cold-model", "acme/other"]  # the refused one never loaded
+
+
+# -- load settings held to ranges and memory (issue 15, class 10) -------------------------
+
+LOAD = "/api/v1/models/load"
+
+
+def lmstudio_error(response: httpx.Response, param: str) -> dict:
+    """LM Studio's error envelope, a 400 naming `param`."""
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request" and error["param"] == param, error
+    return error
+
+
+@pytest.mark.parametrize(("chosen", "param"), [
+    ({"context_length": 1_000_000_000, "parallel": 64}, "context_length"),  # the OOM kill
+    ({"context_length": 2**32 + 64}, "context_length"),  # loaded with 256 cells before
+    ({"context_length": 8193}, "context_length"),  # more than SmolLM2 was trained for
+    ({"context_length": 63}, "context_length"),
+    ({"context_length": 0}, "context_length"),
+    ({"parallel": 0}, "parallel"),
+    ({"parallel": 65}, "parallel"),
+    ({"parallel": 8, "eval_batch_size": 4}, "eval_batch_size"),  # a step holds every slot
+    ({"eval_batch_size": 1_000_000}, "eval_batch_size"),
+])
+async def test_absurd_load_settings_get_a_400_and_allocate_nothing(client, loader, chosen,
+                                                                   param):
+    response = await client.post(LOAD, json={"model": "acme/cold-model", **chosen})
+    error = lmstudio_error(response, param)
+    assert str(list(chosen.values())[0]) in error["message"] or "between" in error["message"]
+    assert loader.loaded == []
+
+
+async def test_the_largest_settings_in_range_load(client, loader):
+    response = await client.post(LOAD, json={"model": "acme/cold-model", "context_length": 8192,
+                                             "parallel": 2, "eval_batch_size": 2,
+                                             "echo_load_config": True})
+    assert response.status_code == 200, response.text
+    assert response.json()["load_config"]["context_length"] == 8192
+    assert loader.loaded == ["acme/cold-model"]
+
+
+async def test_a_load_larger_than_the_budget_is_refused_naming_what_the_client_chose(loader):
+    small = estimated(context_length=1024, parallel=1)
+    models, app = make(loader, memory_budget=small + (1 << 20))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://t") as http:
+        error = lmstudio_error(await http.post(LOAD, json={
+            "model": "acme/cold-model", "context_length": 8192, "parallel": 1}),
+            "context_length")
+        assert "memory budget" in error["message"] and "KV cache" in error["message"]
+        assert "The largest context_length that fits is 1024." in error["message"]
+        error = lmstudio_error(await http.post(LOAD, json={
+            "model": "acme/cold-model", "parallel": 4}), "parallel")
+        assert loader.loaded == []
+        ok = await http.post(LOAD, json={"model": "acme/cold-model", "context_length": 1024,
+                                         "parallel": 1})
+        assert ok.status_code == 200 and loader.loaded == ["acme/cold-model"]
+        assert models.is_loaded("acme/cold-model")
+
+
+async def test_a_load_larger_than_the_free_memory_is_refused(loader):
+    # at least 256 MiB (a tenth of what is free) stays with the rest of the machine
+    free = estimated(context_length=2048, parallel=1) + (300 << 20)
+    models, app = make(loader, free_memory=lambda: free)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://t") as http:
+        error = lmstudio_error(await http.post(LOAD, json={
+            "model": "acme/cold-model", "context_length": 8192, "parallel": 4}),
+            "context_length")
+        assert "the memory this machine has free" in error["message"]
+        # the OpenAI routes load just in time with the server's defaults: their envelope
+        response = await http.post("/v1/chat/completions", json={
+            "model": "acme/cold-model", "messages": [{"role": "user", "content": "hi"}]})
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "insufficient_memory"
+        assert response.json()["error"]["param"] == "model"  # nothing chosen: the model
+        assert loader.loaded == []
+        ok = await http.post(LOAD, json={"model": "acme/cold-model", "context_length": 2048,
+                                         "parallel": 1})
+        assert ok.status_code == 200, ok.text
+
+
+async def test_idle_models_are_unloaded_to_free_memory_for_a_load(loader):
+    total = estimated() + estimated() // 2  # room for one such load, not two
+    other = ModelSpec(id="acme/other", locate=smollm2_path)
+    warm = ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)
+    models: ServedModels
+
+    def free() -> int:  # what the loaded models leave, as the kernel would report it
+        return total - sum(m.size_bytes for m in models) + (256 << 20)
+
+    models = ServedModels([warm], catalog=lambda: [COLD, other], loader=loader,
+                          free_memory=free)
+    await models.acquire("acme/cold-model")
+    await models.acquire("acme/other")
+    assert [m.spec.id for m in models] == ["fake-model", "acme/other"]
+
+
+async def test_chat_context_length_is_checked_by_the_same_plan(client, loader):
+    for stream in (True, False):
+        response = await client.post(CHAT, json={"model": "acme/cold-model", "input": "hi",
+                                                 "context_length": 1_000_000_000,
+                                                 "stream": stream})
+        error = lmstudio_error(response, "context_length")  # before the stream starts
+        assert "8192" in error["message"]
+    assert loader.loaded == []
+    # a loaded model ignores the option, but not an absurd value
+    warm = await client.post(CHAT, json={"model": "fake-model", "input": "hi",
+                                         "context_length": 0})
+    lmstudio_error(warm, "context_length")
+    fine = await client.post(CHAT, json={"model": "fake-model", "input": "hi",
+                                         "context_length": 4096})
+    assert fine.status_code == 200
+
+
+async def test_an_absurd_reload_keeps_the_loaded_model(client, loader):
+    first = await client.post(LOAD, json={"model": "acme/cold-model", "context_length": 1024})
+    assert first.status_code == 200
+    again = await client.post(LOAD, json={"model": "acme/cold-model",
+                                          "context_length": 10**9})
+    lmstudio_error(again, "context_length")
+    listed = (await client.get("/api/v1/models")).json()["models"]
+    assert listed[1]["loaded_instances"][0]["config"]["context_length"] == 1024
 
 
 async def test_downloads_over_http(tmp_path):

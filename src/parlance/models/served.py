@@ -2,9 +2,10 @@
 and those it may load on demand (just in time) from its catalog.
 
 Loading is single-flight (concurrent requests for a cold model share one load,
-and only the first one is told it caused it), stays within a memory budget by
-unloading the least recently used idle models first, and models loaded just in
-time are unloaded again after an idle TTL.
+and only the first one is told it caused it), is planned first (`load_plan`: settings
+in range, memory estimated from the GGUF header), stays within the memory budget and
+the machine's free memory by unloading the least recently used idle models first, and
+models loaded just in time are unloaded again after an idle TTL.
 """
 
 from __future__ import annotations
@@ -19,24 +20,28 @@ from typing import Any
 
 from parlance.core.errors import EngineFailure, ModelNotFound, Overloaded, ParlanceError
 from parlance.engines.base import Engine
+from parlance.models.load_plan import (
+    LoadDefaults,
+    LoadOptions,
+    LoadPlan,
+    check_fits,
+    plan_load,
+    usable_memory,
+)
+from parlance.models.memory_estimate import available_memory
 from parlance.models.registry import ModelSpec
+
+__all__ = ["LoadDefaults", "LoadOptions", "LoadPlan", "Loader", "ServedModel", "ServedModels",
+           "file_size"]
 
 log = logging.getLogger("parlance.models")
 
 Progress = Callable[[float], None]  # called from the loading thread
 
 
-@dataclass(frozen=True, slots=True)
-class LoadOptions:
-    """Load settings a client may choose (LM Studio's load endpoint, `context_length`
-    on a chat that loads the model). None: the model's or the server's default."""
-
-    context_length: int | None = None
-    eval_batch_size: int | None = None
-    parallel: int | None = None
-
-
-Loader = Callable[[ModelSpec, LoadOptions, Progress | None], Engine]  # blocking
+Loader = Callable[[ModelSpec, LoadPlan, Progress | None], Engine]  # blocking
+_CHOSEN_NOTHING = LoadOptions()
+_SERVER_DEFAULTS = LoadDefaults()
 
 
 @dataclass(slots=True)
@@ -44,7 +49,7 @@ class ServedModel:
     spec: ModelSpec
     engine: Engine
     created: int
-    size_bytes: int = 0
+    size_bytes: int = 0  # its estimated memory (weights, KV cache, compute): the budget's unit
     jit: bool = False  # loaded on demand: unloaded after the idle TTL
     load_seconds: float | None = None
     last_used: float = field(default_factory=time.monotonic)
@@ -71,7 +76,8 @@ class ServedModels:
     def __init__(self, models: list[ServedModel], *,
                  catalog: Callable[[], list[ModelSpec]] | None = None,
                  loader: Loader | None = None, idle_ttl: float | None = None,
-                 memory_budget: int | None = None) -> None:
+                 memory_budget: int | None = None, defaults: LoadDefaults = _SERVER_DEFAULTS,
+                 free_memory: Callable[[], int | None] = available_memory) -> None:
         if not models and catalog is None:
             raise ValueError("a server needs at least one model")
         self._models = list(models)
@@ -79,6 +85,8 @@ class ServedModels:
         self._loader = loader
         self.idle_ttl = idle_ttl
         self.memory_budget = memory_budget
+        self.defaults = defaults
+        self._free_memory = free_memory
         self._loading: dict[str, asyncio.Future[ServedModel]] = {}  # single flight
         self._reaper: asyncio.Task[None] | None = None
 
@@ -119,10 +127,31 @@ class ServedModels:
             return False
         return True
 
+    # -- planning -----------------------------------------------------------------
+
+    def plan(self, spec: ModelSpec, options: LoadOptions) -> LoadPlan:
+        """Refuse now (InvalidRequest naming the parameter) a load no memory could take:
+        settings out of range, more than the budget, or more than the machine has free
+        even after unloading every idle model."""
+        plan = plan_load(spec, options, self.defaults)
+        freeable = sum(m.size_bytes for m in self._models if m.engine.metrics.idle)
+        check_fits(plan, spec.id, budget=self.memory_budget, available=self._free_memory(),
+                   freeable=freeable)
+        return plan
+
+    def check(self, requested: str | None, options: LoadOptions) -> None:
+        """Refuse, before a response starts, load options no load could honour; for a
+        model not loaded yet, also a load that could not fit (ModelNotFound: no such model)."""
+        if self.is_loaded(requested):
+            if options != _CHOSEN_NOTHING:  # a loaded model ignores them, but not absurd ones
+                plan_load(self.resolve(requested)[0].spec, options, self.defaults)
+            return
+        self.plan(self.spec(requested or ""), options)
+
     # -- loading ------------------------------------------------------------------
 
     async def acquire(self, requested: str | None, on_progress: Progress | None = None,
-                      options: LoadOptions = LoadOptions()
+                      options: LoadOptions = _CHOSEN_NOTHING
                       ) -> tuple[ServedModel, str, float | None]:
         """(model, id to echo, load seconds when this call loaded it), loading the
         model just in time when it is not loaded yet."""
@@ -162,11 +191,12 @@ class ServedModels:
 
     async def _load(self, spec: ModelSpec, options: LoadOptions, on_progress: Progress | None,
                     jit: bool) -> ServedModel:
-        size = file_size(spec)
-        await self._make_room(spec.id, size)
+        plan = self.plan(spec, options)
+        size = plan.memory.total
+        await self._make_room(spec.id, plan)
         started = time.perf_counter()
         try:
-            engine = await asyncio.to_thread(self._loader, spec, options,  # type: ignore[arg-type]
+            engine = await asyncio.to_thread(self._loader, spec, plan,  # type: ignore[arg-type]
                                              on_progress)
         except ParlanceError:
             raise
@@ -180,16 +210,21 @@ class ServedModels:
         log.info("loaded %s in %.2fs", spec.id, seconds)
         return model
 
-    async def _make_room(self, model_id: str, size: int) -> None:
-        """Unload idle models, least recently used first, until `size` fits the budget."""
-        if self.memory_budget is None:
-            return
-        if size > self.memory_budget:
-            raise Overloaded(f"The model '{model_id}' ({size} bytes) is larger than this "
-                             f"server's memory budget ({self.memory_budget} bytes).")
-        while sum(m.size_bytes for m in self._models) + size > self.memory_budget:
+    async def _make_room(self, model_id: str, plan: LoadPlan) -> None:
+        """Unload idle models, least recently used first, until the load fits the budget
+        beside the others and the machine's free memory."""
+        size = plan.memory.total
+        while True:
+            over_budget = (self.memory_budget is not None and
+                           sum(m.size_bytes for m in self._models) + size > self.memory_budget)
+            free = self._free_memory()
+            short = free is not None and size > usable_memory(free)
+            if not over_budget and not short:
+                return
             idle = [m for m in self._models if m.engine.metrics.idle and m.size_bytes]
             if not idle:
+                if short:  # nothing left to unload: the load itself is too big
+                    check_fits(plan, model_id, budget=None, available=free)
                 raise Overloaded(f"Not enough memory budget to load '{model_id}' while the "
                                  "loaded models are busy; try again shortly.",
                                  retry_after=5.0)

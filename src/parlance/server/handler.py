@@ -95,10 +95,12 @@ class GenerationHandler:
             name = call.request.model
             cold = isinstance(self.dialect, ReportsLoading) and not self.models.is_loaded(name)
             options = LoadOptions(context_length=call.context_length)
+            if cold or options != LoadOptions():
+                # 404 for a model that does not exist at all, 400 for load options out of
+                # range or a load too big for memory: now, before the response starts.
+                self.models.check(name, options)
             if not cold:
                 model, name, _ = await self.models.acquire(name, None, options)
-            else:
-                self.models.spec(name)  # 404 now for a model that does not exist at all
             if call.request.tool_servers:
                 toolbox = await Toolbox.open(call.request.tool_servers,
                                              self.settings.integrations)

@@ -75,6 +75,7 @@ class LMStudioModels:
         current = next((m for m in self.models if m.spec.id == spec.id), None)
         if current is not None and body.context_length not in (
                 None, current.config.get("context_length")):
+            self.models.plan(spec, options)  # refused before the loaded one is let go
             await self.models.unload(spec.id)  # a different context: load it afresh
         started = time.perf_counter()
         model, _ = await self.models.load(spec, options)

@@ -13,9 +13,11 @@ from parlance.models.gguf import GgufInfo
 
 class LoadRequest(WireModel):
     model: Annotated[str, Field(min_length=1)]
-    context_length: Annotated[int, Field(ge=64)] | None = None
-    eval_batch_size: Annotated[int, Field(ge=1)] | None = None
-    parallel: Annotated[int, Field(ge=1, le=64)] | None = None  # LM Studio fixes it at 4
+    # Ranges depend on the model (its trained context) and the memory free: the load
+    # plan checks them (models/load_plan.py), for a chat's context_length too.
+    context_length: int | None = None
+    eval_batch_size: int | None = None
+    parallel: int | None = None  # LM Studio fixes it at 4
     flash_attention: bool | None = None  # always on here; accepted for compatibility
     offload_kv_cache_to_gpu: bool | None = None  # no GPU offload here; accepted
     num_experts: int | None = None

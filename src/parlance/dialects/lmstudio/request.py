@@ -64,7 +64,7 @@ class ChatRequest(WireModel):
     repeat_penalty: Annotated[float, Field(gt=0.0)] | None = None
     max_output_tokens: Annotated[int, Field(ge=1)] | None = None
     reasoning: Literal["off", "low", "medium", "high", "on"] | None = None
-    context_length: Annotated[int, Field(ge=1)] | None = None
+    context_length: int | None = None  # range checked by the load plan (models/load_plan.py)
     store: bool = True
     previous_response_id: str | None = None
     # Parlance extensions (LM Studio has neither): whether the model must call one of
