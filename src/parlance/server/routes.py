@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.routing import Route
 
 from parlance.core.errors import ParlanceError
@@ -14,22 +16,29 @@ from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.openai_chat import OpenAIChat
 from parlance.dialects.openai_completions import OpenAICompletions
 from parlance.dialects.openai_responses import OpenAIResponses
+from parlance.dialects.openai_responses.compact import ResponsesCompaction
+from parlance.dialects.openai_responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
 from parlance.server.handler import GenerationHandler, ServerSettings
 from parlance.server.info import InfoEndpoints
 from parlance.server.lmstudio_models import LMStudioModels
 from parlance.server.metrics import MetricsEndpoint
+from parlance.server.sealing import server_sealer
 from parlance.server.stored_responses import StoredResponses
 from parlance.store.responses import ResponseStore
 
-# Each OpenAI endpoint is also reachable without the /v1 prefix, as llama.cpp allows.
-GENERATION: tuple[tuple[str, type[Dialect[Any]]], ...] = (
-    ("/v1/chat/completions", OpenAIChat),
-    ("/v1/completions", OpenAICompletions),
-    ("/v1/responses", OpenAIResponses),
-    ("/api/v1/chat", LMStudioChat),
-)
+
+def generation(sealer: Sealer) -> tuple[tuple[str, Dialect[Any]], ...]:
+    """Which path speaks which dialect. Each OpenAI endpoint is also reachable without
+    the /v1 prefix, as llama.cpp allows."""
+    return (
+        ("/v1/chat/completions", OpenAIChat()),
+        ("/v1/completions", OpenAICompletions()),
+        ("/v1/responses", OpenAIResponses(sealer)),
+        ("/v1/responses/compact", ResponsesCompaction(sealer)),
+        ("/api/v1/chat", LMStudioChat()),
+    )
 
 LMSTUDIO_PREFIX = "/api/"  # every other path speaks OpenAI's dialects
 
@@ -45,7 +54,8 @@ def error_renderer(path: str) -> Callable[[ParlanceError], ErrorResponse]:
 def build_routes(models: ServedModels, settings: ServerSettings,
                  store: ResponseStore, downloads: DownloadManager | None) -> list[Route]:
     info = InfoEndpoints(models, settings)
-    stored = StoredResponses(models, settings, store)
+    sealer = server_sealer(settings.data_dir)
+    stored = StoredResponses(models, settings, store, OpenAIResponses(sealer))
     lmstudio = LMStudioModels(models, settings, downloads)
     routes = [
         Route("/api/v1/models", lmstudio.list, methods=["GET"]),
@@ -64,9 +74,15 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
     ]
-    for path, dialect in GENERATION:
-        handler = GenerationHandler(dialect(), models, settings, store)
+    for path, dialect in generation(sealer):
+        handler = GenerationHandler(dialect, models, settings, store)
         routes.append(Route(path, handler.handle, methods=["POST"]))
         if path.startswith("/v1/"):
             routes.append(Route(path.removeprefix("/v1"), handler.handle, methods=["POST"]))
+    # Last: POST to any other path under /v1/responses/ is no endpoint at all.
+    routes.append(Route("/v1/responses/{sub_path}", _no_such_endpoint, methods=["POST"]))
     return routes
+
+
+async def _no_such_endpoint(request: Request) -> None:
+    raise HTTPException(404)  # answered by the app's handler for unknown routes

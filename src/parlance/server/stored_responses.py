@@ -26,11 +26,11 @@ class StoredResponses:
     in one place (`server.endpoints.answering`)."""
 
     def __init__(self, models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore) -> None:
+                 store: ResponseStore, dialect: OpenAIResponses) -> None:
         self.models = models
         self.settings = settings
         self.store = store
-        self.dialect = OpenAIResponses()
+        self.dialect = dialect
         self.memory = Memory(self.dialect, store)
         keys = settings.api_keys
         self.retrieve = answering(self._retrieve, keys, render_error)

@@ -23,6 +23,7 @@ from parlance.dialects.openai_common import new_id, now, render_error
 from parlance.dialects.openai_responses import mcp
 from parlance.dialects.openai_responses import request as wire
 from parlance.dialects.openai_responses.output import OutputBuilder
+from parlance.dialects.openai_responses.sealed import Sealer
 from parlance.dialects.wire import parse_body
 from parlance.store.responses import StoredResponse
 
@@ -38,14 +39,14 @@ class ResponsesCall(Call):
     context: tuple[dict[str, Any], ...]  # every input item the model sees, chain included
 
 
-def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]], *,
+def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]], sealer: Sealer, *,
              whole: bool = True) -> GenerationRequest:
     """`whole`: the context is the whole conversation (not yet the case while a
     chained request's stored turns are unknown)."""
     functions = [t for t in body.tools or () if isinstance(t, wire.FunctionTool)]
     tools = openai_tools.tool_specs(functions, "tools[{i}]")
     servers = mcp.tool_servers(body.tools or [])
-    messages = wire.messages_of(context)
+    messages = wire.messages_of(context, sealer)
     if body.instructions:
         messages.insert(0, Message("system", body.instructions))
     logprobs = None
@@ -71,8 +72,13 @@ def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]], *,
     )
 
 
-def _resolve_references(items: list[dict[str, Any]],
-                        known: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def conversation(previous: StoredResponse) -> list[dict[str, Any]]:
+    """Every item of a stored response's conversation: what it saw, then what it said."""
+    return [*previous.context, *previous.response.get("output", [])]
+
+
+def resolve_references(items: list[dict[str, Any]],
+                       known: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_id = {item.get("id"): item for item in known}
     out = []
     for i, item in enumerate(items):
@@ -210,6 +216,10 @@ class OpenAIResponses:
     framing: Framing = "sse"
     stored_kind = "response"
 
+    def __init__(self, sealer: Sealer | None = None) -> None:
+        """`sealer`: the server's, so sealed items read back whichever endpoint wrote them."""
+        self.sealer = sealer or Sealer.ephemeral()
+
     def parse(self, body: Any) -> ResponsesCall:
         req = parse_body(wire.ResponsesRequest, body)
         # (continued() rebuilds the request once the stored conversation is known)
@@ -226,7 +236,7 @@ class OpenAIResponses:
         if len(plain) != len(items) and req.previous_response_id is None:
             raise InvalidRequest("item_reference needs previous_response_id to refer to.",
                                  param="input")
-        request = _request(req, plain, whole=req.previous_response_id is None)
+        request = _request(req, plain, self.sealer, whole=req.previous_response_id is None)
         return ResponsesCall(request, req.stream, new_id("resp_"), now(), req,
                              tuple(items), tuple(plain))
 
@@ -237,9 +247,10 @@ class OpenAIResponses:
 
     def continued(self, call: ResponsesCall, previous: StoredResponse) -> ResponsesCall:
         """The call with the stored conversation before its own input."""
-        earlier = [*previous.context, *previous.response.get("output", [])]
-        context = [*earlier, *_resolve_references(list(call.items), earlier)]
-        return replace(call, request=_request(call.body, context), context=tuple(context))
+        earlier = conversation(previous)
+        context = [*earlier, *resolve_references(list(call.items), earlier)]
+        return replace(call, request=_request(call.body, context, self.sealer),
+                       context=tuple(context))
 
     def record(self, call: ResponsesCall, response: dict[str, Any]) -> StoredResponse | None:
         if not call.body.store:
@@ -259,7 +270,8 @@ class OpenAIResponses:
         while len(context) > 1 and not (context[0].get("type") == "message"
                                         and context[0].get("role") == "user"):
             context.pop(0)  # never start with a call result whose call was dropped
-        return replace(call, request=_request(call.body, context), context=tuple(context))
+        return replace(call, request=_request(call.body, context, self.sealer),
+                       context=tuple(context))
 
     # -- the rest of the dialect ------------------------------------------------
 

@@ -15,6 +15,7 @@ from parlance.dialects import openai_tools
 from parlance.dialects.openai_common import new_id
 from parlance.dialects.openai_responses import mcp
 from parlance.dialects.openai_responses.mcp import McpTool, NamedMcp
+from parlance.dialects.openai_responses.sealed import Sealer
 from parlance.dialects.openai_tools import FunctionDef, FunctionName
 from parlance.dialects.wire import WireModel
 
@@ -123,7 +124,13 @@ def reasoning(req: ResponsesRequest) -> ReasoningRequest | None:
 
 _ID_PREFIX = {"message": "msg_", "function_call": "fc_", "function_call_output": "fco_",
               "reasoning": "rs_", "mcp_list_tools": "mcpl_", "mcp_call": "mcp_",
-              "mcp_approval_request": "mcpr_", "mcp_approval_response": "mcpa_"}
+              "mcp_approval_request": "mcpr_", "mcp_approval_response": "mcpa_",
+              "compaction": "cmp_"}
+
+# A compaction item (`POST /v1/responses/compact`) seals its summary for this purpose; the
+# model reads it back as its own earlier turn.
+COMPACTION = "compaction"
+SUMMARY_HEADING = "Summary of the conversation so far:\n"
 
 
 def input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -149,8 +156,9 @@ def input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-def messages_of(items: list[dict[str, Any]]) -> list[Message]:
-    """Items in order as chat messages: calls join the assistant turn before them."""
+def messages_of(items: list[dict[str, Any]], sealer: Sealer) -> list[Message]:
+    """Items in order as chat messages: calls join the assistant turn before them; a
+    compaction item stands for the turns it summarised."""
     out: list[Message] = []
     declined = mcp.declined(items)
     for i, item in enumerate(items):
@@ -172,6 +180,10 @@ def messages_of(items: list[dict[str, Any]]) -> list[Message]:
                 text = output if isinstance(output, str) else _parts_text(output, where)
                 out.append(Message("tool", text,
                                    tool_call_id=_text_field(item, "call_id", where)))
+            case "compaction":
+                summary = sealer.unseal(COMPACTION, item.get("encrypted_content"),
+                                        param=f"{where}.encrypted_content")
+                out.append(Message("assistant", SUMMARY_HEADING + str(summary)))
             case "reasoning":
                 pass  # earlier reasoning is not shown to the model again (templates drop it)
     return out
