@@ -26,6 +26,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="registry key, preset name or path to a .gguf file")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument("--allowed-origin", dest="allowed_origin", action="append",
+                       help="a web page origin (scheme://host[:port]) that may call this "
+                            "server from a browser, beside loopback ones; '*': any (repeatable)")
+    serve.add_argument("--allowed-host", dest="allowed_host", action="append",
+                       help="a Host name requests may use beside loopback names (the only ones "
+                            "accepted when --host is a loopback address); '*': any (repeatable)")
     serve.add_argument("--ctx-size", dest="ctx_size", type=int)
     serve.add_argument("--threads", type=int)
     serve.add_argument("--parallel", type=int,
@@ -59,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--models-dir", dest="models_dir", type=Path,
                        help="GGUF files (publisher/repo/file.gguf) loaded on first use, "
                             "and where downloads go (default: models in the data dir)")
+    serve.add_argument("--download-allow-host", dest="download_allow_host", action="append",
+                       help="a private or loopback host model downloads may reach (repeatable)")
     serve.add_argument("--jit-ttl", dest="jit_ttl", type=float,
                        help="seconds a model loaded on first use may stay idle (0: forever)")
     serve.add_argument("--memory-budget-mb", dest="memory_budget_mb", type=int,
@@ -139,7 +147,7 @@ def serve(config: ServeConfig, registry: dict) -> int:
 
     from parlance.models.catalog import catalog
     from parlance.models.served import ServedModel, ServedModels
-    from parlance.server import ServerSettings, create_app
+    from parlance.server import create_app
 
     loader = _engine_loader(config)
     started = time.perf_counter()
@@ -154,22 +162,33 @@ def serve(config: ServeConfig, registry: dict) -> int:
         [first], catalog=catalog(registry, models_dir), loader=loader,
         idle_ttl=config.jit_ttl or None, memory_budget=memory_budget(config),
         defaults=load_defaults(config))
-    app = create_app(models, ServerSettings(
-        api_keys=config.api_key,
-        keepalive_seconds=config.keepalive_seconds,
-        request_timeout=config.request_timeout,
-        data_dir=Path(config.data_dir),
-        responses_retention=config.responses_retention,
-        integrations=integration_settings(config),
-        models_dir=models_dir,
-        max_body_bytes=config.max_body_mb * 2**20,
-    ))
+    app = create_app(models, server_settings(config))
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "
                   f"/api/v1; more models from {models_dir})")
     uvicorn.run(app, host=config.host, port=config.port, log_level="warning",
                 timeout_graceful_shutdown=5)
     return 0
+
+
+def server_settings(config: ServeConfig):
+    """The app's settings; the Host check follows the address it listens on (--host)."""
+    from parlance.server import ServerSettings
+
+    return ServerSettings(
+        api_keys=config.api_key,
+        keepalive_seconds=config.keepalive_seconds,
+        request_timeout=config.request_timeout,
+        data_dir=Path(config.data_dir),
+        responses_retention=config.responses_retention,
+        integrations=integration_settings(config),
+        models_dir=Path(config.models_dir),
+        max_body_bytes=config.max_body_mb * 2**20,
+        download_allow_hosts=config.download_allow_host,
+        allowed_origins=config.allowed_origin,
+        allowed_hosts=config.allowed_host,
+        bind_host=config.host,
+    )
 
 
 def integration_settings(config: ServeConfig):

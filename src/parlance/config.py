@@ -29,6 +29,8 @@ class ServeConfig:
     model: str = DEFAULT_MODEL
     host: str = "127.0.0.1"
     port: int = 8080
+    allowed_origin: tuple[str, ...] = ()  # browser origins beside loopback ones ("*": any)
+    allowed_host: tuple[str, ...] = ()  # Host names beside loopback ones ("*": any)
     ctx_size: int | None = None
     threads: int | None = None
     parallel: int = 4
@@ -44,6 +46,7 @@ class ServeConfig:
     mcp_config: str = ""  # mcp.json; empty: <data dir>/mcp.json when it exists
     mcp_max_rounds: int = 8
     models_dir: str = ""  # GGUF files to serve on demand; empty: <data dir>/models
+    download_allow_host: tuple[str, ...] = ()  # private hosts model downloads may reach
     jit_ttl: float = 3600.0  # seconds a model loaded on demand may stay idle; 0: forever
     memory_budget_mb: int = 0  # loaded models' estimated memory; 0: no limit
     max_body_mb: int = DEFAULT_MAX_BODY_MB  # larger request bodies are refused (413)

@@ -1,7 +1,8 @@
 """The download manager against a real HTTP origin on 127.0.0.1 (uvicorn in a thread).
 
 The origin misbehaves on request: it drops the connection, ignores Range, answers 404, serves
-a web page, or holds the second half of the file until the test opens a gate.
+a web page, redirects, or holds the second half of the file until the test opens a gate. It is
+on loopback, so the manager must be told to allow 127.0.0.1; without that it is refused.
 """
 
 from __future__ import annotations
@@ -18,14 +19,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Self
 
-import httpx
 import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.responses import (
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
+from parlance.models.download_job import GGUF_MAGIC
 from parlance.models.downloads import DownloadManager, destination_for
 
 DATA = b"GGUF" + random.Random(7).randbytes(300_000 - 4)
@@ -69,6 +75,8 @@ async def serve(request: Request) -> Response:
     origin.hits[path] += 1
     if mode == "missing":
         return PlainTextResponse("no such file", status_code=404)
+    if mode == "redirect":
+        return RedirectResponse(request.query_params["to"], status_code=302)
     data = PAGE if mode == "page" else DATA
     start, status, headers = 0, 200, {"accept-ranges": "bytes"}
     if (rng := request.headers.get("range")) and mode != "norange":
@@ -128,10 +136,10 @@ def base_url(origin_server: OriginServer) -> str:
     return origin_server.base_url
 
 
-def make_manager(models_dir: Path, retry_delays: tuple[float, ...] = (0.01, 0.01, 0.01)):
-    # trust_env=False: a proxy in the environment must not stand between us and 127.0.0.1
-    return DownloadManager(models_dir, retry_delays=retry_delays,
-                           client_factory=lambda: httpx.AsyncClient(trust_env=False, timeout=5))
+def make_manager(models_dir: Path, retry_delays: tuple[float, ...] = (0.01, 0.01, 0.01),
+                 allowed_hosts: tuple[str, ...] = ("127.0.0.1",)) -> DownloadManager:
+    # The origin is on loopback, which downloads may reach only when allow-listed.
+    return DownloadManager(models_dir, retry_delays=retry_delays, allowed_hosts=allowed_hosts)
 
 
 @pytest.fixture
@@ -347,3 +355,112 @@ def test_started_at_is_utc_with_milliseconds() -> None:
 
     moment = datetime.fromisoformat("2025-10-03T17:33:23.496789+02:00")
     assert iso(moment) == "2025-10-03T15:33:23.496Z"
+
+
+# -- the address guard: client-named URLs reach public addresses only -------------------------
+
+
+def port_of(base_url: str) -> int:
+    return int(base_url.rsplit(":", 1)[1])
+
+
+@pytest.mark.parametrize("host", [
+    "127.0.0.1", "localhost", "2130706433", "0x7f.1", "0177.0.0.1", "127.1", "[::1]",
+    "[::127.0.0.1]", "[::ffff:127.0.0.1]",
+])
+async def test_loopback_urls_are_refused_up_front(
+    origin: Origin, base_url: str, tmp_path: Path, host: str,
+) -> None:
+    manager = make_manager(tmp_path / "models", allowed_hosts=())
+    with pytest.raises(ValueError, match="non-public address.*--download-allow-host"):
+        await manager.start(f"http://{host}:{port_of(base_url)}/ok/m.gguf")
+    await manager.aclose()
+    assert origin.requests == [] and not (tmp_path / "models").exists()
+
+
+async def test_cloud_metadata_address_is_refused(manager: DownloadManager) -> None:
+    with pytest.raises(ValueError, match="non-public address"):
+        await manager.start("http://169.254.169.254/latest/meta-data/m.gguf")
+
+
+async def test_redirects_follow_within_the_allow_list(
+    manager: DownloadManager, origin: Origin, base_url: str,
+) -> None:
+    """Control for the tests below: a redirect to an allowed host is followed."""
+    job = await manager.start(f"{base_url}/redirect/m.gguf?to={base_url}/ok/m.gguf")
+    assert (await settle(manager, job["job_id"]))["status"] == "completed"
+    assert [path for path, _ in origin.requests] == ["/redirect/m.gguf", "/ok/m.gguf"]
+
+
+@pytest.mark.parametrize("target", ["localhost", "2130706433", "[::1]"])
+async def test_a_redirect_to_loopback_is_refused_when_connecting(
+    manager: DownloadManager, origin: Origin, base_url: str, target: str,
+) -> None:
+    """127.0.0.1 is allowed, so the first hop passes; the redirect names loopback
+    otherwise, and its connection is refused. The job says nothing of what is there."""
+    to = f"http://{target}:{port_of(base_url)}/ok/m.gguf"
+    job = await manager.start(f"{base_url}/redirect/m.gguf?to={to}")
+    failed = await settle(manager, job["job_id"])
+    assert failed["status"] == "failed"
+    assert failed["error"] == "download failed: could not connect to the server"
+    assert failed["downloaded_bytes"] == 0 and "total_size_bytes" not in failed
+    assert [path for path, _ in origin.requests] == ["/redirect/m.gguf"]
+
+
+async def test_a_refused_connection_reads_like_a_closed_port(
+    manager: DownloadManager, origin: Origin, base_url: str,
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as unused:
+        closed = f"http://127.0.0.1:{unused.getsockname()[1]}/m.gguf"
+    refused = f"{base_url}/redirect/m.gguf?to=http://localhost:{port_of(base_url)}/ok/m.gguf"
+    errors = []
+    for url in (closed, refused):
+        job = await manager.start(url)
+        errors.append((await settle(manager, job["job_id"]))["error"])
+    assert errors[0] == errors[1] == "download failed: could not connect to the server"
+
+
+@pytest.mark.parametrize("to", ["ftp://127.0.0.1/m.gguf", "file:///etc/passwd"])
+async def test_a_redirect_to_another_scheme_is_refused(
+    manager: DownloadManager, origin: Origin, base_url: str, to: str,
+) -> None:
+    job = await manager.start(f"{base_url}/redirect/m.gguf?to={to}")
+    failed = await settle(manager, job["job_id"])
+    assert failed["status"] == "failed" and "not http(s)" in failed["error"]
+
+
+async def test_a_non_gguf_body_is_never_described(
+    manager: DownloadManager, origin: Origin, base_url: str,
+) -> None:
+    """Neither its first bytes nor its size: the URL may be an internal page."""
+    job = await manager.start(f"{base_url}/page/m.gguf")
+    failed = await settle(manager, job["job_id"])
+    for status in (job, failed):
+        assert "total_size_bytes" not in status and status["downloaded_bytes"] == 0
+        assert "<!doctype" not in str(status) and "Model card" not in str(status)
+
+
+@pytest.mark.parametrize("answer", [
+    b"SSH-2.0-OpenSSH_9.6 internal-secret\r\n",  # no web server at all
+    b"HTTP/1.1 404 internal-secret\r\nContent-Length: 0\r\n\r\n",  # the reason phrase
+    b"HTTP/1.1 206 Partial\r\nContent-Range: internal-secret\r\nContent-Length: 0\r\n\r\n",
+])
+async def test_what_a_server_sends_is_never_quoted(
+    manager: DownloadManager, tmp_path: Path, answer: bytes,
+) -> None:
+    """The URL may name an internal service: nothing it sends reaches the job's error."""
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    part = tmp_path / "models/127.0.0.1/m.gguf.part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(GGUF_MAGIC)  # a resume: the request asks for a Range
+    server = await asyncio.start_server(reply, "127.0.0.1", 0)
+    async with server:
+        port = server.sockets[0].getsockname()[1]
+        job = await manager.start(f"http://127.0.0.1:{port}/m.gguf")
+        failed = await settle(manager, job["job_id"])
+    assert failed["status"] == "failed" and "secret" not in failed["error"]

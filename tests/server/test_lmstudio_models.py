@@ -337,7 +337,8 @@ async def test_an_absurd_reload_keeps_the_loaded_model(client, loader):
 
 async def test_downloads_over_http(tmp_path):
     models = ServedModels([ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)])
-    app = create_app(models, ServerSettings(models_dir=tmp_path))
+    app = create_app(models, ServerSettings(models_dir=tmp_path,
+                                            download_allow_hosts=("127.0.0.1",)))
     with OriginServer() as origin:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://t") as client:
@@ -361,3 +362,21 @@ async def test_downloads_over_http(tmp_path):
             assert unknown.status_code == 404
             assert unknown.json()["error"]["type"] == "job_not_found"
     assert (tmp_path / "127.0.0.1" / "tiny-q4.gguf").read_bytes() == DATA
+
+
+async def test_a_download_from_a_non_public_address_is_refused_at_request_time(tmp_path):
+    models = ServedModels([ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)])
+    app = create_app(models, ServerSettings(models_dir=tmp_path))  # nothing allow-listed
+    with OriginServer() as origin:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://t") as client:
+            for url in (f"{origin.base_url}/plain/tiny-q4.gguf",
+                        "http://169.254.169.254/latest/tiny-q4.gguf"):
+                refused = await client.post("/api/v1/models/download", json={"model": url})
+                assert refused.status_code == 400
+                error = refused.json()["error"]
+                assert error["type"] == "invalid_request" and error["param"] == "model"
+                assert "non-public address" in error["message"]
+                assert "--download-allow-host" in error["message"]
+        assert origin.app.state.origin.requests == []
+    assert list(tmp_path.iterdir()) == []

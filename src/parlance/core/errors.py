@@ -7,6 +7,7 @@ envelope and status code, so no layer ever matches error *text*.
     ├── InvalidRequest          bad field, type or value (param names the field)
     ├── PayloadTooLarge         the body exceeds the server's size limit
     ├── AuthenticationFailed    missing or wrong API key
+    ├── Forbidden               a browser request from a foreign origin or for a foreign host
     ├── ModelNotFound           no model by that id or alias
     ├── RouteNotFound           no such endpoint
     ├── ResourceNotFound        no stored object by that id
@@ -47,6 +48,10 @@ class PayloadTooLarge(ParlanceError):
 
 class AuthenticationFailed(ParlanceError):
     kind = "authentication"
+
+
+class Forbidden(ParlanceError):
+    kind = "forbidden"
 
 
 class ModelNotFound(ParlanceError):

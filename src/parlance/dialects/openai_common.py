@@ -20,6 +20,7 @@ _STATUS = {
     "invalid_request": (400, "invalid_request_error"),
     "payload_too_large": (413, "invalid_request_error"),
     "authentication": (401, "authentication_error"),
+    "forbidden": (403, "request_forbidden"),
     "model_not_found": (404, "invalid_request_error"),
     "route_not_found": (404, "invalid_request_error"),
     "not_found": (404, "invalid_request_error"),

@@ -3,11 +3,16 @@
 The `.part` suffix keeps an unfinished file out of model scans (they take `*.gguf`), and the
 final `os.replace` makes the model appear whole or not at all. A `.part` outlives failures and
 cancellation so the next attempt only fetches what is missing.
+
+A client names the URL, so the job tells it nothing about what it reached unless it is a GGUF
+file: no size or progress before the first bytes prove it, and failures in fixed words (never
+the server's bytes, headers or socket errors; a refused connection reads like a closed port).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import secrets
@@ -18,7 +23,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
+
+from parlance.net.guard import refused_at_connect
+
+log = logging.getLogger("parlance.models")
 
 GGUF_MAGIC = b"GGUF"
 RATE_WINDOW = 5.0  # seconds of recent transfer behind bytes_per_second: a stall shows soon
@@ -35,6 +44,22 @@ class NotGGUF(DownloadError):
 
 class _Retry(Exception):
     """The transfer ended early or must start over: worth another attempt after a pause."""
+
+
+CONNECT_FAILED = "could not connect to the server"
+
+
+def _reason(exc: Exception) -> str:
+    """A transport failure in fixed words: its own text may carry what the server sent."""
+    if isinstance(exc, _Retry):
+        return str(exc)
+    if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
+        return CONNECT_FAILED
+    if isinstance(exc, httpx2.TimeoutException):
+        return "the server stopped sending"
+    if isinstance(exc, httpx2.RemoteProtocolError):
+        return "the server's answer was not valid HTTP, or the connection closed early"
+    return "the connection failed"
 
 
 def iso(moment: datetime) -> str:
@@ -71,7 +96,7 @@ class RateMeter:
 class DownloadJob:
     """The state of one download and the coroutine (`run`) that performs it."""
 
-    def __init__(self, url: str, dest: Path, client_factory: Callable[[], httpx.AsyncClient],
+    def __init__(self, url: str, dest: Path, client_factory: Callable[[], httpx2.AsyncClient],
                  retry_delays: Sequence[float]) -> None:
         self.id = f"job_{secrets.token_hex(5)}"
         self.url = url
@@ -83,23 +108,25 @@ class DownloadJob:
         self.error: str | None = None
         self.started_at = datetime.now(UTC)
         self.completed_at: datetime | None = None
-        # Set once the first response (or the failure) is in, so the first status knows the size.
+        # Set once the first bytes proved a GGUF file (or the job failed), so the first status
+        # knows the size.
         self.headers_seen = asyncio.Event()
         self._client_factory = client_factory
         self._retry_delays = tuple(retry_delays)
         self._rate = RateMeter()
         self._received = 0  # bytes of the current attempt: progress resets the retry budget
-        self._magic_ok = False
+        self._magic_ok = False  # the file starts with GGUF_MAGIC: its size may be told
 
     def status(self) -> dict[str, Any]:
         """The LM Studio download status object of this job."""
         out: dict[str, Any] = {"job_id": self.id, "status": self.state}
-        if self.total is not None:
+        shown = self._magic_ok  # nothing about a body that may be no model file at all
+        if self.total is not None and shown:
             out["total_size_bytes"] = self.total
-        out["downloaded_bytes"] = self.downloaded
+        out["downloaded_bytes"] = self.downloaded if shown else 0
         out["started_at"] = iso(self.started_at)
         if self.state == "downloading":
-            rate = self._rate.rate()
+            rate = self._rate.rate() if shown else 0.0
             out["bytes_per_second"] = round(rate)
             if rate > 0 and self.total is not None:
                 left = max(self.total - self.downloaded, 0) / rate
@@ -128,8 +155,13 @@ class DownloadJob:
             self._fail(str(exc))
         except DownloadError as exc:
             self._fail(str(exc))
-        except Exception as exc:  # noqa: BLE001  (a background task: any error must end the job)
-            self._fail(f"download failed: {exc or type(exc).__name__}")
+        except httpx2.TooManyRedirects:
+            self._fail("download failed: too many redirects")
+        except OSError as exc:  # the models directory, not the network (httpx2 wraps those)
+            self._fail(f"download failed: cannot write the model file ({exc.strerror})")
+        except Exception:  # a background task: any error must end the job
+            log.exception("download %s failed", self.id)
+            self._fail("download failed")
         finally:
             self.headers_seen.set()
 
@@ -137,24 +169,26 @@ class DownloadJob:
         self.error = message
         self.state = "failed"
 
-    async def _fetch_with_retries(self, client: httpx.AsyncClient) -> None:
+    async def _fetch_with_retries(self, client: httpx2.AsyncClient) -> None:
         failures = 0
         while True:
             try:
                 await self._fetch_once(client)
                 return
-            except (httpx.TransportError, _Retry) as exc:
+            except httpx2.UnsupportedProtocol as exc:  # a redirect to ftp:, file:, ...
+                raise DownloadError("download failed: the server redirected to a URL that "
+                                    "is not http(s)") from exc
+            except (httpx2.TransportError, _Retry) as exc:
+                if refused_at_connect(exc):  # the same words as a closed port: no probing
+                    raise DownloadError(f"download failed: {CONNECT_FAILED}") from exc
                 if self._received:  # the link works, it only dropped: a fresh retry budget
                     failures = 0
                 if failures >= len(self._retry_delays):
-                    reason = str(exc) or type(exc).__name__
-                    raise DownloadError(
-                        f"download failed after {failures + 1} attempt(s): {reason}"
-                    ) from exc
+                    raise DownloadError(f"download failed: {_reason(exc)}") from exc
                 await asyncio.sleep(self._retry_delays[failures])
                 failures += 1
 
-    async def _fetch_once(self, client: httpx.AsyncClient) -> None:
+    async def _fetch_once(self, client: httpx2.AsyncClient) -> None:
         offset = self.part.stat().st_size if self.part.exists() else 0
         headers = {"Accept-Encoding": "identity"}  # byte offsets must be offsets of the file
         if offset:
@@ -164,7 +198,8 @@ class DownloadJob:
             offset = self._accept(response, offset)
             self.downloaded = offset
             self._rate.restart()
-            self.headers_seen.set()
+            if not offset:  # a fresh start: these bytes must prove themselves again
+                self._magic_ok = False
             # Buffered appends to a local file: cheap enough to do on the event loop.
             with open(self.part, "ab" if offset else "wb") as out:  # noqa: ASYNC230
                 async for chunk in response.aiter_bytes():
@@ -175,21 +210,21 @@ class DownloadJob:
                     if not self._magic_ok and self.downloaded >= len(GGUF_MAGIC):
                         out.flush()
                         self._check_magic()
+                        self.headers_seen.set()
         if self.total is not None and self.downloaded != self.total:
             if self.downloaded > self.total:
                 self.part.unlink(missing_ok=True)
-                raise _Retry(f"the server sent more than its {self.total} bytes; restarting")
-            raise _Retry(f"the connection closed at byte {self.downloaded} of {self.total}")
+                raise _Retry("the server sent more bytes than it announced; restarting")
+            raise _Retry("the connection closed before the end of the file")
 
-    def _accept(self, response: httpx.Response, offset: int) -> int:
+    def _accept(self, response: httpx2.Response, offset: int) -> int:
         """Where the body starts in the file; learns the total size or refuses the response."""
         code = response.status_code
         if code == 416 and offset:  # the .part is no proper prefix of the file (any more)
             self.part.unlink(missing_ok=True)
             raise _Retry("the server refused to resume the partial file; restarting")
-        if code not in (200, 206):
-            raise DownloadError(f"the server answered HTTP {code} {response.reason_phrase} "
-                                f"for {self.url}")
+        if code not in (200, 206):  # the code only: the reason phrase is the server's text
+            raise DownloadError(f"the server answered HTTP {code} for {self.url}")
         if code == 200:  # a fresh download, or a server that ignores Range: start from zero
             length = response.headers.get("content-length", "")
             self._learn_total(int(length) if length.isdigit() else None)
@@ -198,7 +233,7 @@ class DownloadJob:
         if not match or int(match[1]) != offset or int(match[2]) + 1 != int(match[3]):
             self.part.unlink(missing_ok=True)
             raise _Retry("the server answered the Range request with an unexpected "
-                         f"Content-Range {response.headers.get('content-range')!r}; restarting")
+                         "Content-Range; restarting")
         self._learn_total(int(match[3]))
         return offset
 
@@ -212,9 +247,9 @@ class DownloadJob:
     def _check_magic(self) -> None:
         with open(self.part, "rb") as part:
             head = part.read(len(GGUF_MAGIC))
-        if head != GGUF_MAGIC:
-            raise NotGGUF(f"{self.url} is not a GGUF model file: it starts with {head!r}, not "
-                          f"{GGUF_MAGIC!r} (is the link a web page rather than the file itself?)")
+        if head != GGUF_MAGIC:  # what it starts with instead is not the client's business
+            raise NotGGUF(f"{self.url} is not a GGUF model file (is the link a web page "
+                          "rather than the file itself?)")
         self._magic_ok = True
 
     def _finish(self) -> None:

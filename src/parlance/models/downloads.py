@@ -2,6 +2,10 @@
 
 Jobs run as asyncio tasks in the server's loop. `start` is single-flight per destination, so two
 requests for one file never write the same `.part`; the engine itself is never involved.
+
+A client names the URL, so it may reach only public addresses unless the operator allow-listed
+its host (`parlance.net.guard`): checked when the download is asked for (a clear 400), and again
+on every connection, redirects included (the job then fails without saying what it reached).
 """
 
 from __future__ import annotations
@@ -9,22 +13,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import httpx
+import httpx2
 
 from parlance.models.download_job import DownloadJob
+from parlance.net.guard import NON_PUBLIC, RefusedURL, check_url, public_only_client
 
 HF_HOSTS = frozenset({"huggingface.co", "www.huggingface.co", "hf.co"})
 HEADERS_WAIT = 10.0  # how long `start` waits for the first response before answering anyway
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # pauses before each resume of a dropped connection
 
 
-def default_client() -> httpx.AsyncClient:
-    return httpx.AsyncClient(follow_redirects=True, timeout=httpx.Timeout(30, read=60))
+def download_client(allowed_hosts: tuple[str, ...]) -> httpx2.AsyncClient:
+    """Follows redirects; every hop connects through the address guard."""
+    return public_only_client(allowed_hosts, timeout=httpx2.Timeout(30, read=60),
+                              follow_redirects=True)
 
 
 def destination_for(models_dir: Path, url: str) -> Path:
@@ -57,11 +64,12 @@ def destination_for(models_dir: Path, url: str) -> Path:
 class DownloadManager:
     """Starts downloads, answers their status, and cancels them on shutdown."""
 
-    def __init__(self, models_dir: Path, *,
-                 client_factory: Callable[[], httpx.AsyncClient] | None = None,
+    def __init__(self, models_dir: Path, *, allowed_hosts: tuple[str, ...] = (),
                  retry_delays: Sequence[float] = RETRY_DELAYS) -> None:
+        """`allowed_hosts`: non-public hosts downloads may reach all the same."""
         self.models_dir = Path(models_dir)
-        self._client_factory = client_factory or default_client
+        self._allowed_hosts = allowed_hosts
+        self._client_factory = functools.partial(download_client, allowed_hosts)
         self._retry_delays = tuple(retry_delays)
         self._jobs: dict[str, DownloadJob] = {}
         self._running: dict[Path, DownloadJob] = {}
@@ -70,9 +78,18 @@ class DownloadManager:
     async def start(self, url: str) -> dict[str, Any]:
         """Start (or join) the download of `url`; answers once the first response is in.
 
-        Raises ValueError for a URL that is not an http(s) link to a `.gguf` file.
+        Raises ValueError for a URL that is not an http(s) link to a `.gguf` file, or that
+        reaches a non-public address.
         """
         dest = destination_for(self.models_dir, url)
+        try:
+            await check_url(url, self._allowed_hosts)
+        except RefusedURL as exc:
+            if str(exc) != NON_PUBLIC:
+                raise
+            raise RefusedURL(f"{exc} Downloads may only reach public addresses unless the "
+                             "server's operator allow-lists the host (parlance serve "
+                             "--download-allow-host).") from exc
         if dest.exists():
             return {"status": "already_downloaded"}
         job = self._running.get(dest)

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -15,6 +16,7 @@ from parlance.core.errors import EngineFailure, MethodNotAllowed, ParlanceError,
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
 from parlance.server.handler import ServerSettings, error_json
+from parlance.server.origins import CrossSiteGuard
 from parlance.server.routes import build_routes, error_renderer
 from parlance.store.responses import ResponseStore
 
@@ -42,7 +44,8 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
     data = settings.data_dir
     store = ResponseStore(data / "responses.sqlite3" if data else None,
                           retention=settings.responses_retention)
-    downloads = DownloadManager(settings.models_dir) if settings.models_dir else None
+    downloads = (DownloadManager(settings.models_dir, allowed_hosts=settings.download_allow_hosts)
+                 if settings.models_dir else None)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -55,6 +58,7 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
 
     return Starlette(
         routes=build_routes(models, settings, store, downloads),
+        middleware=[Middleware(CrossSiteGuard, settings=settings)],
         exception_handlers={404: _no_route, 405: _no_route, Exception: _internal_error},
         lifespan=lifespan,
     )

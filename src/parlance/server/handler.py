@@ -64,6 +64,14 @@ class ServerSettings:
     responses_retention: int = DEFAULT_RETENTION
     integrations: IntegrationSettings = field(default_factory=IntegrationSettings)
     models_dir: Path | None = None  # where downloads go (and the catalog looks)
+    download_allow_hosts: tuple[str, ...] = ()  # non-public hosts downloads may reach
+    # What a browser may do (server/origins.py): origins allowed beside loopback ones and
+    # Host names beside loopback names ("*": any), and the address the server listens on:
+    # a loopback one turns the Host check on; None (tests, an embedding) leaves it off
+    # unless allowed_hosts is given.
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    bind_host: str | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_MB * 2**20  # larger request bodies get a 413
 
 

@@ -30,6 +30,7 @@ _ERRORS = {
     "invalid_request": (400, "invalid_request"),
     "payload_too_large": (413, "invalid_request"),
     "authentication": (401, "invalid_request"),
+    "forbidden": (403, "invalid_request"),
     "model_not_found": (404, "model_not_found"),
     "route_not_found": (404, "invalid_request"),
     "not_found": (404, "invalid_request"),
