@@ -48,6 +48,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="require this API key (repeatable)")
     serve.add_argument("--keepalive-seconds", dest="keepalive_seconds", type=float)
     serve.add_argument("--request-timeout", dest="request_timeout", type=float)
+    serve.add_argument("--shutdown-grace", dest="shutdown_grace", type=float,
+                       help="seconds running generations may finish on SIGTERM/SIGINT before "
+                            "they are ended with an error (new requests get 503 meanwhile)")
+    serve.add_argument("--max-connections", dest="max_connections", type=int,
+                       help="open connections served; one more is answered 503 and closed")
+    serve.add_argument("--keepalive-timeout", dest="keepalive_timeout", type=float,
+                       help="seconds an idle kept-alive connection stays open")
+    serve.add_argument("--header-timeout", dest="header_timeout", type=float,
+                       help="seconds a connection has to send its request headers")
     serve.add_argument("--data-dir", dest="data_dir", type=Path,
                        help="where stored responses live (SQLite)")
     serve.add_argument("--responses-retention", dest="responses_retention", type=int,
@@ -143,8 +152,6 @@ def _load_first(config: ServeConfig, registry: dict, loader):
 
 
 def serve(config: ServeConfig, registry: dict) -> int:
-    import uvicorn
-
     from parlance.models.catalog import catalog
     from parlance.models.served import ServedModel, ServedModels
     from parlance.server import create_app
@@ -166,8 +173,12 @@ def serve(config: ServeConfig, registry: dict) -> int:
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "
                   f"/api/v1; more models from {models_dir})")
-    uvicorn.run(app, host=config.host, port=config.port, log_level="warning",
-                timeout_graceful_shutdown=5)
+    from parlance.server.connections import ConnectionLimits
+    from parlance.server.runner import Listen, run
+
+    run(app, Listen(config.host, config.port, ConnectionLimits(
+        max_connections=config.max_connections, header_timeout=config.header_timeout,
+        keepalive_timeout=config.keepalive_timeout)))
     return 0
 
 
@@ -179,6 +190,7 @@ def server_settings(config: ServeConfig):
         api_keys=config.api_key,
         keepalive_seconds=config.keepalive_seconds,
         request_timeout=config.request_timeout,
+        shutdown_grace=config.shutdown_grace,
         data_dir=Path(config.data_dir),
         responses_retention=config.responses_retention,
         integrations=integration_settings(config),

@@ -39,6 +39,10 @@ class ServeConfig:
     api_key: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
     request_timeout: float = 120.0
+    shutdown_grace: float = 10.0  # seconds running generations may finish on SIGTERM/SIGINT
+    max_connections: int = 256  # open connections; one more is answered 503 and closed
+    keepalive_timeout: float = 5.0  # seconds an idle kept-alive connection stays open
+    header_timeout: float = 10.0  # seconds a connection has to send its request headers
     data_dir: str = ""  # empty: the user's data directory (default_data_dir)
     responses_retention: int = 10_000
     allow_request_mcp: bool = False  # MCP servers named by a request (ephemeral_mcp)

@@ -15,6 +15,10 @@ envelope and status code, so no layer ever matches error *text*.
     ├── ContextOverflow         prompt + max tokens do not fit the context
     ├── Overloaded              admission queue full (carries retry_after)
     ├── RequestTimeout          ran past the request timeout
+    ├── Unavailable             the server cannot serve this now (503)
+    │   ├── ServerShuttingDown  draining before exit: new work refused, late work ended
+    │   ├── ModelUnloaded       the model went away while the request was running
+    │   └── TooManyConnections  the connection limit is reached
     ├── ToolServerUnreachable   an MCP server for server-side tools failed us
     ├── NotImplementedHere      a documented feature this server does not offer
     └── EngineFailure           the engine broke while generating
@@ -97,6 +101,31 @@ class RequestTimeout(ParlanceError):
 
     def __init__(self, message: str = "The request ran past the server's request timeout."):
         super().__init__(message, code="request_timeout")
+
+
+class Unavailable(ParlanceError):
+    """Nothing wrong with the request: the server cannot serve it now (503)."""
+
+    kind = "unavailable"
+
+
+class ServerShuttingDown(Unavailable):
+    def __init__(self, message: str = "The server is shutting down; retry once it is "
+                 "back (or against another instance)."):
+        super().__init__(message, code="server_shutting_down")
+
+
+class ModelUnloaded(Unavailable):
+    def __init__(self, message: str = "The model was unloaded while this request was "
+                 "running."):
+        super().__init__(message, code="model_unloaded")
+
+
+class TooManyConnections(Unavailable):
+    def __init__(self, limit: int):
+        super().__init__(f"The server has reached its limit of {limit} open connections "
+                         "(parlance serve --max-connections); retry shortly.",
+                         code="too_many_connections")
 
 
 class ToolServerUnreachable(ParlanceError):

@@ -27,6 +27,7 @@ _STATUS = {
     "method_not_allowed": (405, "invalid_request_error"),
     "context_overflow": (403, "tokens_exceeded_error"),
     "overloaded": (429, "rate_limit_error"),
+    "unavailable": (503, "server_error"),
     "timeout": (408, "timeout_error"),
     "tool_server": (424, "external_connector_error"),
     "not_implemented": (501, "invalid_request_error"),

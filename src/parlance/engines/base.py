@@ -46,4 +46,5 @@ class Engine(Protocol):
     async def count_tokens(self, request: GenerationRequest) -> int:
         """Prompt tokens of the request's first prompt, as `start` would evaluate them."""
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Unload: every generation still running ends with `Failed(ModelUnloaded)`."""

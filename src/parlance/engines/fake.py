@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
-from parlance.core.errors import ContextOverflow, InvalidRequest
-from parlance.core.events import Event, Finish, FinishReason, TextDelta, Usage
+from parlance.core.errors import ContextOverflow, InvalidRequest, ModelUnloaded, ParlanceError
+from parlance.core.events import Event, Failed, Finish, FinishReason, TextDelta, Usage
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
 from parlance.engines.base import PromptInfo
 from parlance.engines.grammar import check_schemas
@@ -53,6 +53,7 @@ class FakeGeneration:
     cancelled: bool = False
     finished: bool = False
     yielded: list[Event] = field(default_factory=list)
+    failure: ParlanceError | None = None  # set by abort(): the stream ends with it
     _woken: asyncio.Event = field(default_factory=asyncio.Event)
     _parsers: dict[int, OutputParser] = field(default_factory=dict)
 
@@ -60,9 +61,17 @@ class FakeGeneration:
         self.cancelled = True
         self._woken.set()
 
+    def abort(self, error: ParlanceError) -> None:
+        """End the stream early with `Failed(error)`, as an engine does when it closes."""
+        self.failure = error
+        self._woken.set()
+
     async def __aiter__(self) -> AsyncIterator[Event]:
         for item in self.script:
             if self.cancelled:
+                return
+            if self.failure is not None:
+                yield Failed(self.failure)
                 return
             if isinstance(item, BaseException):
                 raise item
@@ -73,6 +82,9 @@ class FakeGeneration:
             for event in self._parsed(item):
                 self.yielded.append(event)
                 yield event
+        if self.failure is not None and not self.cancelled:
+            yield Failed(self.failure)
+            return
         self.finished = True
 
     def _parsed(self, item: Event | Generated) -> list[Event]:
@@ -155,4 +167,6 @@ class FakeEngine:
         return script
 
     async def aclose(self) -> None:
-        return None
+        for generation in self.generations:
+            if not (generation.finished or generation.cancelled):
+                generation.abort(ModelUnloaded())

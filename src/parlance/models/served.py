@@ -81,6 +81,9 @@ class ServedModels:
         if not models and catalog is None:
             raise ValueError("a server needs at least one model")
         self._models = list(models)
+        # The model a request without `model` gets: the one the server started with,
+        # loaded again on demand after an unload.
+        self._default_spec = models[0].spec if models else None
         self._catalog = catalog or (lambda: [])
         self._loader = loader
         self.idle_ttl = idle_ttl
@@ -95,7 +98,11 @@ class ServedModels:
 
     @property
     def default(self) -> ServedModel | None:
-        return self._models[0] if self._models else None
+        """The default model while it is loaded (a server started without one: the
+        first loaded model)."""
+        if self._default_spec is None:
+            return self._models[0] if self._models else None
+        return next((m for m in self._models if m.spec.id == self._default_spec.id), None)
 
     # -- finding ------------------------------------------------------------------
 
@@ -111,14 +118,19 @@ class ServedModels:
     def available(self) -> list[ModelSpec]:
         """Every model a request may name: the loaded ones, then the catalog's."""
         specs = [m.spec for m in self._models]
+        if self._default_spec is not None and self.default is None:
+            specs.append(self._default_spec)
         ids = {s.id for s in specs}
         return specs + [s for s in self._catalog() if s.id not in ids]
 
-    def spec(self, requested: str) -> ModelSpec:
+    def spec(self, requested: str | None) -> ModelSpec:
+        """The spec a request names; none named: the default model's."""
+        if not requested and self._default_spec is not None:
+            return self._default_spec
         for spec in self.available():
             if requested in spec.names():
                 return spec
-        raise ModelNotFound(requested)
+        raise ModelNotFound(requested or "")
 
     def is_loaded(self, requested: str | None) -> bool:
         try:
@@ -158,12 +170,13 @@ class ServedModels:
         try:
             model, echoed = self.resolve(requested)
         except ModelNotFound:
-            if not requested or self._loader is None:
+            if self._loader is None:
                 raise
-            model, seconds = await self.load(self.spec(requested), options, on_progress,
-                                             jit=True)
+            spec = self.spec(requested)
+            pinned = self._default_spec is not None and spec.id == self._default_spec.id
+            model, seconds = await self.load(spec, options, on_progress, jit=not pinned)
             model.last_used = time.monotonic()
-            return model, requested, seconds
+            return model, requested or spec.id, seconds
         model.last_used = time.monotonic()
         return model, echoed, None
 

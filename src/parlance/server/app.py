@@ -9,12 +9,15 @@ from collections.abc import AsyncIterator
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from parlance.core.errors import EngineFailure, MethodNotAllowed, ParlanceError, RouteNotFound
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
+from parlance.server.access_log import CLIENT_CLOSED, AccessLog, access_record
+from parlance.server.admission import Admission
+from parlance.server.drain import Drain
 from parlance.server.handler import ServerSettings, error_json
 from parlance.server.origins import CrossSiteGuard
 from parlance.server.routes import build_routes, error_renderer
@@ -35,8 +38,16 @@ async def _no_route(request: Request, exc: Exception) -> Response:
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error", exc_info=exc)
-    return error_json(error_renderer(request.url.path)(
+    response = error_json(error_renderer(request.url.path)(
         EngineFailure("The server had an error while processing your request.")))
+    response.headers["x-request-id"] = access_record(request).request_id
+    return response
+
+
+async def _client_left(request: Request, exc: Exception) -> Response:
+    """The client went away while its request body was being read: nobody to answer,
+    nothing to log but its access line."""
+    return Response(status_code=CLIENT_CLOSED)
 
 
 def create_app(models: ServedModels, settings: ServerSettings | None = None) -> Starlette:
@@ -47,18 +58,25 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
     downloads = (DownloadManager(settings.models_dir, allowed_hosts=settings.download_allow_hosts)
                  if settings.models_dir else None)
 
+    drain = Drain(settings.shutdown_grace)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         models.start_reaper()
         yield
+        drain.stop_now()  # normally done by the server's shutdown (server/runner.py)
         if downloads is not None:
             await downloads.aclose()
         await models.aclose()
         store.close()
 
-    return Starlette(
+    app = Starlette(
         routes=build_routes(models, settings, store, downloads),
-        middleware=[Middleware(CrossSiteGuard, settings=settings)],
-        exception_handlers={404: _no_route, 405: _no_route, Exception: _internal_error},
+        middleware=[Middleware(AccessLog), Middleware(CrossSiteGuard, settings=settings),
+                    Middleware(Admission, drain=drain)],
+        exception_handlers={404: _no_route, 405: _no_route, ClientDisconnect: _client_left,
+                            Exception: _internal_error},
         lifespan=lifespan,
     )
+    app.state.drain = drain  # the generic handler enrols its generations in it
+    return app

@@ -45,8 +45,10 @@ from parlance.integrations.loop import ToolLoop
 from parlance.integrations.settings import IntegrationSettings
 from parlance.integrations.toolbox import Toolbox
 from parlance.models.served import LoadOptions, ServedModel, ServedModels
+from parlance.server.access_log import AccessRecord, access_record
 from parlance.server.auth import authorize
 from parlance.server.body import read_json
+from parlance.server.drain import Drain
 from parlance.server.loading import LoadingGeneration
 from parlance.server.memory import Memory
 from parlance.server.streaming import EventStreamResponse
@@ -73,6 +75,7 @@ class ServerSettings:
     allowed_hosts: tuple[str, ...] = ()
     bind_host: str | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_MB * 2**20  # larger request bodies get a 413
+    shutdown_grace: float = 10.0  # seconds running generations may finish on shutdown
 
 
 def error_json(rendered: ErrorResponse) -> Response:
@@ -94,6 +97,8 @@ class GenerationHandler:
 
     async def handle(self, request: Request) -> Any:
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
+        watch = Watch(deadline, getattr(request.app.state, "drain", None),
+                      access_record(request))
         toolbox = None
         try:
             authorize(request, self.settings.api_keys)
@@ -123,15 +128,16 @@ class GenerationHandler:
                 await toolbox.aclose()
             return error_response(self.dialect, exc)
         served = Served(name, generation.prompts)
+        watch.record.model = name
         if call.stream:
             return EventStreamResponse(
-                self._frames(call, served, generation, deadline, toolbox),
+                self._frames(call, served, generation, watch, toolbox),
                 framing=self.dialect.framing,
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=generation.cancel,
             )
         try:
-            return await self._complete(request, call, served, generation, deadline)
+            return await self._complete(request, call, served, generation, watch)
         finally:
             if toolbox is not None:
                 await toolbox.aclose()
@@ -167,12 +173,12 @@ class GenerationHandler:
                 call = smaller
 
     async def _frames(self, call: Call, served: Served, generation: Generation,
-                      deadline: float, toolbox: Toolbox | None) -> AsyncGenerator[Frame, None]:
+                      watch: Watch, toolbox: Toolbox | None) -> AsyncGenerator[Frame, None]:
         encoder = self.dialect.encoder(call, served)
         try:
             for frame in encoder.open():
                 yield frame
-            async with contextlib.aclosing(guarded(generation, deadline)) as events:
+            async with contextlib.aclosing(guarded(generation, watch)) as events:
                 async for event in events:
                     if isinstance(event, Failed):
                         for frame in encoder.fail(event.error):
@@ -189,11 +195,11 @@ class GenerationHandler:
                 await toolbox.aclose()
 
     async def _complete(self, request: Request, call: Call, served: Served,
-                        generation: Generation, deadline: float) -> Response:
+                        generation: Generation, watch: Watch) -> Response:
         accumulator = Accumulator()
 
         async def collect() -> None:
-            async with contextlib.aclosing(guarded(generation, deadline)) as events:
+            async with contextlib.aclosing(guarded(generation, watch)) as events:
                 async for event in events:
                     accumulator.feed(event)
 
@@ -223,52 +229,84 @@ def _with_tools(call: Call, toolbox: Toolbox) -> Call:
     return replace(call, request=replace(request, tools=tools))
 
 
-async def guarded(generation: Generation, deadline: float) -> AsyncGenerator[Event, None]:
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """What oversees a request's generation: its deadline (event loop time), the
+    server's drain (None: an app without one) and the access record it fills in."""
+
+    deadline: float
+    drain: Drain | None
+    record: AccessRecord
+
+
+async def guarded(generation: Generation, watch: Watch) -> AsyncGenerator[Event, None]:
     """The generation's events, ending by contract whatever happens: past the
-    deadline, or when the engine raises, the last event is a `Failed`. On the
-    way out (normal end, failure or the consumer leaving) the generation is
-    cancelled, which frees what it holds."""
-    timer = Deadline(deadline, generation)
+    deadline, when the server's drain ends its grace, when the engine raises, or
+    when the engine's stream ends before its final `Usage` (a broken contract), the
+    last event is a `Failed`. On the way out (normal end, failure or the consumer
+    leaving) the generation is cancelled, which frees what it holds."""
+    stopper = Stopper(watch.deadline, generation, watch.drain)
+    record = watch.record
+    ended = False
+    failure: ParlanceError | None = None
     try:
         async for event in generation:
-            timer.observe(event)
+            if isinstance(event, Usage | Failed):
+                ended = True
+                stopper.settle()
+            record.observe(event)
             yield event
-        if timer.expired:
-            yield Failed(RequestTimeout())
+        if not ended:
+            failure = stopper.reason or EngineFailure(
+                "The engine ended the stream before it finished.", code="incomplete_stream")
     except ParlanceError as exc:
-        yield Failed(exc)
+        failure = exc
     except Exception as exc:
         log.exception("engine stream failed")
-        yield Failed(EngineFailure(f"The engine failed: {exc}"))
+        failure = EngineFailure(f"The engine failed: {exc}")
     finally:
-        timer.cancel()
+        stopper.settle()
         generation.cancel()
+    if failure is not None:
+        failed = Failed(failure)
+        record.observe(failed)
+        yield failed
 
 
-class Deadline:
-    """One timer per request: past the deadline it cancels the generation, whose
-    stream then ends (the engine contract), and `expired` tells why.
+class Stopper:
+    """Ends one generation early and remembers why: the request deadline (one timer
+    per request) or the server's drain. The generation is cancelled, its stream then
+    ends (the engine contract) and `guarded` reports `reason`.
 
     One timer instead of a timeout scope around every event keeps the per-token
     work of the event loop small; on a small CPU that work competes with decoding.
     """
 
-    def __init__(self, when: float, generation: Generation) -> None:
-        self.expired = False
+    def __init__(self, deadline: float, generation: Generation, drain: Drain | None) -> None:
+        self.reason: ParlanceError | None = None
         self._generation = generation
-        self._handle = asyncio.get_running_loop().call_at(when, self._expire)
+        self._settled = False
+        self._drain = drain
+        self._handle = asyncio.get_running_loop().call_at(deadline, self._expire)
+        if drain is not None:
+            drain.enrol(self)
 
-    def observe(self, event: Event) -> None:
-        """The final Usage means the work is done: a late deadline changes nothing."""
-        if isinstance(event, Usage):
-            self._handle.cancel()
-
-    def _expire(self) -> None:
-        self.expired = True
+    def stop(self, reason: ParlanceError) -> None:
+        if self._settled or self.reason is not None:
+            return
+        self.reason = reason
         self._generation.cancel()
 
-    def cancel(self) -> None:
-        self._handle.cancel()
+    def _expire(self) -> None:
+        self.stop(RequestTimeout())
+
+    def settle(self) -> None:
+        """The work is over (done, failed or abandoned): a late stop changes nothing."""
+        if not self._settled:
+            self._settled = True
+            self._handle.cancel()
+            if self._drain is not None:
+                self._drain.leave(self)
 
 
 async def _race_disconnect(request: Request, work: Any) -> bool:

@@ -37,6 +37,7 @@ _ERRORS = {
     "method_not_allowed": (405, "invalid_request"),
     "context_overflow": (400, "invalid_request"),
     "overloaded": (429, "unknown"),
+    "unavailable": (503, "unknown"),
     "timeout": (408, "unknown"),
     "not_implemented": (501, "not_implemented"),
     "engine_failure": (500, "internal_error"),

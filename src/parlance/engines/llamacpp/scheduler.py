@@ -23,7 +23,13 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from parlance.core.errors import ContextOverflow, EngineFailure, Overloaded, ParlanceError
+from parlance.core.errors import (
+    ContextOverflow,
+    EngineFailure,
+    ModelUnloaded,
+    Overloaded,
+    ParlanceError,
+)
 from parlance.core.events import Failed, FinishReason, Progress, Usage
 from parlance.engines.llamacpp.batch import DECODED, NO_ROOM, Batch
 from parlance.engines.llamacpp.job import GroupSpec, Job
@@ -353,10 +359,14 @@ class Scheduler:
         metrics.requests_waiting = len({g.job for g in self._waiting})
 
     def _shutdown(self) -> None:
+        """Every job still running or waiting ends with `Failed(ModelUnloaded)`: a stream
+        cut short by an unload must not read as one that finished."""
         with self._wake:
             self._closing = True
             jobs = {g.job for g in self._active} | {g.job for g in self._waiting}
             for job in jobs:
+                if not job.cancelled and not job.done.is_set():
+                    job.emit(Failed(ModelUnloaded()))
                 job.cancel()
                 self._drop_job(job, keep_cache=False)
             self._publish()

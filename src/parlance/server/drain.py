@@ -1,0 +1,73 @@
+"""Graceful shutdown: the server-wide drain.
+
+When the server is told to stop, it drains: new requests are refused (503 in their
+API's envelope, see `server/admission.py`), running generations may finish for
+`grace` seconds, and then every one still running is stopped with
+`ServerShuttingDown`, so its stream ends by its dialect's contract (an error frame
+and `[DONE]`, `response.failed`, LM Studio's `error` and `chat.end`) and a
+non-stream request gets a 503 instead of a cut connection.
+
+The generic handler enrols each generation while it runs (`handler.guarded`);
+`server/runner.py` begins the drain at the start of uvicorn's shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+from parlance.core.errors import ParlanceError, ServerShuttingDown
+
+log = logging.getLogger("parlance.server")
+
+
+class Stoppable(Protocol):
+    def stop(self, reason: ParlanceError) -> None:
+        """End the work early; its stream then reports `reason`."""
+
+
+class Drain:
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.draining = False  # new requests are refused
+        self.expired = False  # the grace is over: running work is being stopped
+        self._running: set[Stoppable] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def begin(self) -> None:
+        """Start draining (on the event loop; idempotent): refuse new requests, and stop
+        the generations still running after the grace."""
+        if self.draining:
+            return
+        self.draining = True
+        log.info("draining: %d generations running, %.1fs to finish", self.running, self.grace)
+        if self.grace <= 0:
+            self.stop_now()
+        else:
+            self._timer = asyncio.get_running_loop().call_later(self.grace, self.stop_now)
+
+    def stop_now(self) -> None:
+        """End the grace: every running generation is stopped with `ServerShuttingDown`."""
+        self.draining = self.expired = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._running:
+            log.info("stopping %d generations still running", self.running)
+        for work in list(self._running):
+            work.stop(ServerShuttingDown())
+
+    def enrol(self, work: Stoppable) -> None:
+        """Running work to stop when the grace ends; stopped at once when it has."""
+        if self.expired:
+            work.stop(ServerShuttingDown())
+        else:
+            self._running.add(work)
+
+    def leave(self, work: Stoppable) -> None:
+        self._running.discard(work)
