@@ -10,12 +10,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.testclient import TestClient, WebSocketDenialResponse
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from parlance.cli import server_settings
 from parlance.config import resolve_config
 from parlance.engines.fake import FakeEngine
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
+from parlance.server.origins import CrossSiteGuard
 from tests.conftest import FAKE_SPEC, make_app
 
 EVIL = "https://evil.example"
@@ -210,3 +216,46 @@ async def test_parlance_serve_checks_hosts_by_default(tmp_path: Path, fake_engin
     assert settings.allowed_origins == ("https://ui.example",)
     assert settings.allowed_hosts == ("a.lan", "b.lan")
     assert settings.download_allow_hosts == ("nas.lan",)
+
+
+# -- WebSocket handshakes (browsers apply no CORS to them) ------------------------------------
+
+
+def websocket_app(settings: ServerSettings) -> CrossSiteGuard:
+    async def greet(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.send_text("open")
+        await websocket.close()
+
+    return CrossSiteGuard(Starlette(routes=[WebSocketRoute("/v1/responses", greet)]), settings)
+
+
+@pytest.mark.parametrize(("headers", "code"), [
+    ({"origin": EVIL}, "origin_not_allowed"),
+    ({"host": "evil.example"}, "host_not_allowed"),
+])
+def test_a_websocket_handshake_obeys_the_same_rules(headers: dict, code: str) -> None:
+    app = websocket_app(ServerSettings(bind_host="127.0.0.1"))
+    url = "ws://127.0.0.1:8080/v1/responses"
+    with TestClient(app) as client:
+        with pytest.raises(WebSocketDenialResponse) as denied, client.websocket_connect(
+                url, headers=headers):
+            pass
+        assert denied.value.status_code == 403
+        error = denied.value.json()["error"]
+        assert (error["type"], error["code"]) == ("request_forbidden", code)
+        for passing in ({}, {"origin": "http://localhost:3000"}):  # control
+            with client.websocket_connect(url, headers=passing) as websocket:
+                assert websocket.receive_text() == "open"
+
+
+def test_a_server_without_denial_responses_gets_a_close() -> None:
+    guard = websocket_app(ServerSettings())
+
+    async def without_extensions(scope: Scope, receive: Receive, send: Send) -> None:
+        await guard({**scope, "extensions": {}}, receive, send)
+
+    with (TestClient(without_extensions) as client, pytest.raises(WebSocketDisconnect) as closed,
+          client.websocket_connect("ws://127.0.0.1/v1/responses", headers={"origin": EVIL})):
+        pass
+    assert closed.value.code == 1008 and not isinstance(closed.value, WebSocketDenialResponse)

@@ -12,7 +12,8 @@ preflight): unload models, start downloads, run chats. And a page whose name reb
   whose `Host` is neither a loopback name nor an allowed host is refused (403).
 
 Clients that send no `Origin` (SDKs, curl) are unaffected. A refusal uses the error envelope
-of the API the path belongs to.
+of the API the path belongs to. WebSocket handshakes obey the same rules: browsers apply no
+CORS to them, so a foreign page could otherwise open one and talk freely.
 """
 
 from __future__ import annotations
@@ -107,26 +108,17 @@ class CrossSiteGuard:
         self.policy = CrossSitePolicy.of(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        host, origin = headers.get("host"), headers.get("origin")
-        if host is not None and not self.policy.host_allowed(host):
-            await _refuse(scope, receive, send, Forbidden(
-                f"Requests for the host '{host}' are not allowed: this server answers only "
-                "loopback names (a web page on another name could be rebound to this "
-                "machine). Its operator can allow the name with `parlance serve "
-                "--allowed-host`.", code="host_not_allowed"))
+        origin = headers.get("origin")
+        refusal = self._refusal(headers.get("host"), origin)
+        if refusal is not None:
+            await _refuse(scope, receive, send, refusal)
             return
-        if origin is None:
+        if origin is None or scope["type"] == "websocket":
             await self.app(scope, receive, send)
-            return
-        if not self.policy.origin_allowed(origin):
-            await _refuse(scope, receive, send, Forbidden(
-                f"Requests from the web origin '{origin}' are not allowed. The server's "
-                "operator can allow it with `parlance serve --allowed-origin`.",
-                code="origin_not_allowed"))
             return
         if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
             await _preflight(origin, headers)(scope, receive, send)
@@ -141,9 +133,30 @@ class CrossSiteGuard:
 
         await self.app(scope, receive, send_with_cors)
 
+    def _refusal(self, host: str | None, origin: str | None) -> Forbidden | None:
+        if host is not None and not self.policy.host_allowed(host):
+            return Forbidden(
+                f"Requests for the host '{host}' are not allowed: this server answers only "
+                "loopback names (a web page on another name could be rebound to this "
+                "machine). Its operator can allow the name with `parlance serve "
+                "--allowed-host`.", code="host_not_allowed")
+        if origin is not None and not self.policy.origin_allowed(origin):
+            return Forbidden(
+                f"Requests from the web origin '{origin}' are not allowed. The server's "
+                "operator can allow it with `parlance serve --allowed-origin`.",
+                code="origin_not_allowed")
+        return None
+
 
 async def _refuse(scope: Scope, receive: Receive, send: Send, error: Forbidden) -> None:
+    """The 403 in the path's envelope; a WebSocket handshake gets it as its denial
+    response, or, where the server cannot send one, a close (which it answers 403)."""
     response = error_json(error_renderer(scope["path"])(error))
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        if "websocket.http.response" not in scope.get("extensions", {}):
+            await send({"type": "websocket.close", "code": 1008})  # policy violation
+            return
     await response(scope, receive, send)
 
 
