@@ -6,12 +6,16 @@ those still running then end by their dialect's contract (a non-stream one with 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import httpx
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import FakeEngine
-from tests.conftest import make_app
+from parlance.models.registry import BUILTIN, ModelSpec
+from parlance.models.served import ServedModel, ServedModels
+from parlance.server import ServerSettings, create_app
+from tests.conftest import FAKE_SPEC, make_app
 from tests.server.asgi_exchange import exchange, until
 
 SHUTTING_DOWN = "server_shutting_down"
@@ -112,3 +116,30 @@ async def test_generation_started_after_the_grace_is_stopped_at_once():
                              {"messages": HELLO, "stream": True})).sse()
     assert frames[-2]["error"]["code"] == SHUTTING_DOWN and frames[-1] == "[DONE]"
     assert engine.generations[0].yielded == []
+
+
+async def test_a_model_load_under_way_does_not_hold_the_drain():
+    """A stream whose cold model is still loading when the grace ends is ended then
+    (the load runs on in the background); it does not wait for the load."""
+    release = threading.Event()
+    called = threading.Event()
+
+    def loader(spec, plan, on_progress):
+        called.set()
+        release.wait(60)
+        return FakeEngine()
+
+    cold = ModelSpec(id="acme/cold", locate=lambda: BUILTIN[0].locate())
+    models = ServedModels([ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)],
+                          catalog=lambda: [cold], loader=loader)
+    app = create_app(models, ServerSettings(shutdown_grace=0.0))
+    task = asyncio.create_task(exchange(app, "/api/v1/chat", {
+        "model": "acme/cold", "input": "Hello!", "stream": True}))
+    try:
+        await until(called.is_set, "the load under way")
+        app.state.drain.begin()
+        answer = await task
+    finally:
+        release.set()
+    assert answer.events()[-2:] == ["error", "chat.end"]
+    assert answer.sse()[-2]["error"]["code"] == SHUTTING_DOWN

@@ -29,11 +29,12 @@ class LoadingGeneration:
         self._load = load
         self._start = start
         self._inner: Generation | None = None
-        self._cancelled = False
+        self._cancelled = asyncio.Event()
 
     def cancel(self) -> None:
-        """The load itself runs on (another request may be waiting for it)."""
-        self._cancelled = True
+        """The stream ends at once; the load itself runs on (another request may be
+        waiting for it)."""
+        self._cancelled.set()
         if self._inner is not None:
             self._inner.cancel()
 
@@ -52,11 +53,15 @@ class LoadingGeneration:
         # If our consumer leaves, the load carries on (the model stays loaded); its
         # outcome is then nobody's to report.
         loading.add_done_callback(lambda done: done.cancelled() or done.exception())
+        cancelled = asyncio.ensure_future(self._cancelled.wait())
         try:
             while not loading.done():
+                if cancelled.done():
+                    return
                 waiter = asyncio.ensure_future(progress.get())
                 try:
-                    await asyncio.wait({waiter, loading}, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait({waiter, loading, cancelled},
+                                       return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     waiter.cancel()
                 if waiter.done() and not waiter.cancelled():
@@ -68,9 +73,11 @@ class LoadingGeneration:
         except ParlanceError as exc:
             yield Failed(exc)
             return
+        finally:
+            cancelled.cancel()
         if seconds is not None:
             yield ModelLoad(self._model_id, 1.0, seconds)
-        if self._cancelled:
+        if self._cancelled.is_set():
             return
         try:
             self._inner = await self._start(model)
