@@ -10,11 +10,13 @@ Role = Literal["system", "developer", "user", "assistant", "tool"]
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A call the assistant made earlier in the conversation (arguments as JSON text)."""
+    """A call the assistant made earlier in the conversation (arguments as JSON text,
+    or for a `freeform` tool the raw text the model wrote as its input)."""
 
     id: str
     name: str
     arguments: str
+    freeform: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,22 @@ from typing import Any, Literal
 
 
 @dataclass(frozen=True, slots=True)
+class InputGrammar:
+    """The language a freeform tool's input belongs to: a Lark grammar (llguidance's
+    dialect of it) or a regular expression the whole input must match."""
+
+    syntax: Literal["lark", "regex"]
+    definition: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """A function the model may call; `parameters` is its JSON Schema."""
+    """A function the model may call; `parameters` is its JSON Schema.
+
+    A `freeform` tool takes raw text instead of JSON arguments (OpenAI's custom
+    tools): the model writes the input itself, constrained by `grammar` when there
+    is one, and the call's arguments are that text. `param` names the tool in the
+    client's request (for a freeform tool, where its grammar is)."""
 
     name: str
     description: str = ""
@@ -21,6 +35,8 @@ class ToolSpec:
                                                                 "properties": {}})
     strict: bool = False
     param: str = "tools"
+    freeform: bool = False
+    grammar: InputGrammar | None = None
 
 
 @dataclass(frozen=True, slots=True)

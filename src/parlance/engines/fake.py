@@ -147,8 +147,9 @@ class FakeEngine:
         tools = request.callable_tools
         syntax = self.tool_syntax if tools else None
         names = frozenset(t.name for t in tools)
+        freeform = frozenset(t.name for t in tools if t.freeform)
         return lambda index: OutputParser(index, syntax=syntax, reasoning=self.reasoning,
-                                          tool_names=names)
+                                          tool_names=names, freeform=freeform)
 
     def _default_script(
         self, request: GenerationRequest, prompts: tuple[PromptInfo, ...]

@@ -7,6 +7,12 @@ wander off into endless blank lines, and the output still parses as the JSON it
 is. Objects that list properties and do not say otherwise are closed
 (`additionalProperties: false`): a schema's own properties are what a client
 expects, and every output still validates against the client's original schema.
+
+A freeform tool (raw text input) is called with its name alone, `{"name": …}`, then
+its input on the next line. The tool's own grammar (Lark or a regex) constrains that
+input as a subgrammar of its own, so the client's rule names never meet ours; input
+without a grammar is any text up to the region's close marker (or the end of the
+output, in a syntax without one).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import llguidance
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.request import GenerationRequest
-from parlance.core.tools import ToolSpec
+from parlance.core.tools import InputGrammar, ToolSpec
 from parlance.engines.parsing.syntax import SYNTAXES, ToolSyntax
 
 JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
@@ -74,12 +80,40 @@ def schema_problem(schema: Any) -> str | None:
 
 
 def check_schemas(request: GenerationRequest) -> None:
-    """Refuse, naming the client's parameter, any schema that cannot be enforced."""
+    """Refuse, naming the client's parameter, any schema or freeform tool grammar that
+    cannot be enforced."""
     fmt = request.response_format
     if fmt is not None and fmt.schema is not None:
         _check(fmt.schema, fmt.param)
     for tool in request.callable_tools:
-        _check(tool.parameters, tool.param)
+        if not tool.freeform:
+            _check(tool.parameters, tool.param)
+        elif tool.grammar is not None:
+            problem = grammar_problem(tool.grammar)
+            if problem:
+                raise InvalidRequest(f"Invalid {tool.grammar.syntax} grammar: {problem}",
+                                     param=tool.param, code="invalid_grammar")
+
+
+def _subgrammar(name: str, grammar: InputGrammar) -> dict[str, Any]:
+    if grammar.syntax == "regex":
+        lark = json.loads(llguidance.LLMatcher.grammar_from_regex(grammar.definition))
+        return {**lark["grammars"][0], "name": name}
+    return {"name": name, "lark_grammar": grammar.definition}
+
+
+def _top_level(lark: str, subgrammars: Sequence[dict[str, Any]]) -> str:
+    """The grammar as llguidance takes it: Lark text, or with subgrammars the list."""
+    if not subgrammars:
+        return llguidance.LLMatcher.grammar_from_lark(lark)
+    return json.dumps({"grammars": [{"lark_grammar": lark}, *subgrammars]})
+
+
+def grammar_problem(grammar: InputGrammar) -> str | None:
+    """Why a freeform tool's grammar cannot be enforced, or None when it can."""
+    source = _top_level("start: @input", [_subgrammar("input", grammar)])
+    problem = llguidance.LLMatcher.validate_grammar(source)
+    return problem.splitlines()[0] if problem else None
 
 
 def _check(schema: Any, param: str) -> None:
@@ -104,22 +138,76 @@ def schema_grammar(schema: dict[str, Any] | None, *, lead: bool = False) -> str:
     return llguidance.LLMatcher.grammar_from_lark("\n".join(rules))
 
 
-def _call_rules(tools: Sequence[ToolSpec], syntax: ToolSyntax) -> list[str]:
-    rules = ["call: " + " | ".join(f"call_{i}" for i in range(len(tools)))]
-    for i, tool in enumerate(tools):
-        call = {"type": "object",
-                "properties": {"name": {"const": tool.name}, syntax.args_key: tool.parameters},
-                "required": ["name", syntax.args_key]}
-        rules.append(f"call_{i}: {_json_rule(call)}")
-    return rules
+class _Calls:
+    """The call rules of a set of tools: `call` (JSON arguments) and `freeform` (raw
+    input, each alternative ending with the item's close marker, or running to the
+    end of the output in a syntax without one), with the freeform tools' grammars."""
+
+    def __init__(self, tools: Sequence[ToolSpec], syntax: ToolSyntax, literal: Literal):
+        self.rules: list[str] = []
+        self.subgrammars: list[dict[str, Any]] = []
+        calls, freeform = [], []
+        for i, tool in enumerate(tools):
+            if tool.freeform:
+                freeform.append(f"call_{i}")
+                self.rules += self._freeform(i, tool, syntax, literal)
+                continue
+            calls.append(f"call_{i}")
+            call = {"type": "object",
+                    "properties": {"name": {"const": tool.name},
+                                   syntax.args_key: tool.parameters},
+                    "required": ["name", syntax.args_key]}
+            self.rules.append(f"call_{i}: {_json_rule(call)}")
+        self.json = bool(calls)
+        self.free = bool(freeform)
+        if calls:
+            self.rules.append("call: " + " | ".join(calls))
+        if freeform:
+            self.rules.append("freeform: " + " | ".join(freeform))
+
+    def _freeform(self, i: int, tool: ToolSpec, syntax: ToolSyntax,
+                  literal: Literal) -> list[str]:
+        header = _json_rule({"type": "object", "properties": {"name": {"const": tool.name}},
+                             "required": ["name"]})
+        close = _lit(syntax.item_close, literal) if syntax.close else ""
+        if tool.grammar is not None:
+            self.subgrammars.append(_subgrammar(f"input_{i}", tool.grammar))
+            return [f'call_{i}: {header} "\\n" @input_{i} {close}'.rstrip()]
+        if syntax.close is None:  # the input runs to the end of the output
+            return [f'call_{i}: {header} "\\n" /(?s:.*)/']
+        marker = literal(syntax.close)
+        if marker != quoted(syntax.close):  # a special token ends the text by itself
+            return [f'call_{i}: {header} "\\n" /(?s:.*)/ {marker}']
+        # Lexemes are as long as they can be: the text stops at the first close marker.
+        ending = _regex_literal(syntax.item_close)
+        return [f'call_{i}: {header} "\\n" input_{i}', f"input_{i}[lazy]: /(?s:.*){ending}/"]
 
 
-def _calls_layout(syntax: ToolSyntax, parallel: bool, literal: Literal) -> str:
-    item = " ".join(x for x in (_lit(syntax.item_open, literal), "call",
-                                _lit(syntax.item_close, literal)) if x)
-    more = f" ({_lit(syntax.list_sep, literal)} {item})*" if parallel else ""
-    return " ".join(x for x in (_lit(syntax.list_open, literal), f"{item}{more}",
-                                _lit(syntax.list_close, literal)) if x)
+def _regex_literal(text: str) -> str:
+    """`text` matched literally inside a Lark `/…/` regex."""
+    return "".join(f"\\{c}" if c in "\\.+*?()|[]{}^$#&-~/" else
+                   "\\n" if c == "\n" else c for c in text)
+
+
+def _calls_layout(syntax: ToolSyntax, parallel: bool, literal: Literal,
+                  calls: _Calls | None = None) -> str:
+    opener = _lit(syntax.item_open, literal)
+    item = " ".join(x for x in (opener, "call", _lit(syntax.item_close, literal)) if x)
+    sep, close = _lit(syntax.list_sep, literal), _lit(syntax.list_close, literal)
+    if calls is not None and calls.free:
+        free = " ".join(x for x in (opener, "freeform") if x)
+        if not calls.json:
+            item = free
+        elif syntax.close is not None:
+            item = f"({item} | {free})"
+        else:  # freeform input runs to the end: only the last call, and no list close
+            last = f"({' '.join(x for x in (item, close) if x)} | {free})"
+            more = f"({item} {sep})*" if parallel else ""
+            return " ".join(x for x in (_lit(syntax.list_open, literal), more, last) if x)
+        if syntax.close is None:
+            close = ""
+    more = f" ({sep} {item})*" if parallel else ""
+    return " ".join(x for x in (_lit(syntax.list_open, literal), f"{item}{more}", close) if x)
 
 
 def _lit(text: str, literal: Literal) -> str:
@@ -143,22 +231,25 @@ def forced_calls_grammar(tools: Sequence[ToolSpec], syntax: ToolSyntax, *, paral
                          literal: Literal = quoted, lead: bool = False) -> str:
     """The output is tool calls in the model's syntax (or, when `content_schema` is
     given, either that JSON or the calls)."""
-    start = _calls_layout(syntax, parallel, literal)
+    calls = _Calls(tools, syntax, literal)
+    start = _calls_layout(syntax, parallel, literal, calls)
     if content_schema is not None:
         start = f"{_json_rule(content_schema)} | {start}"
-    lark = "\n".join([*_start(start, lead), *_call_rules(tools, syntax)])
-    return llguidance.LLMatcher.grammar_from_lark(lark)
+    return _top_level("\n".join([*_start(start, lead), *calls.rules]), calls.subgrammars)
 
 
 def region_grammar(tools: Sequence[ToolSpec], syntax: ToolSyntax, *, parallel: bool,
                    literal: Literal = quoted) -> str:
     """What follows a call marker the model opened by itself (lazy grammar): the
     calls of that region, up to and including its close marker."""
+    calls = _Calls(tools, syntax, literal)
     if syntax.close is not None:
-        start = f"WS? call WS? {literal(syntax.close)}"
+        options = [f"call WS? {literal(syntax.close)}"] if calls.json else []
+        options += ["freeform"] if calls.free else []
+        start = f"WS? ({' | '.join(options)})"
     else:
-        layout = _calls_layout(syntax, parallel, literal)
+        layout = _calls_layout(syntax, parallel, literal, calls)
         opener = _lit(syntax.open, literal)
         start = layout[len(opener):].strip() if layout.startswith(opener) else layout
-    lark = "\n".join([f"start: {start}", "WS: /[ \\t\\r\\n]+/", *_call_rules(tools, syntax)])
-    return llguidance.LLMatcher.grammar_from_lark(lark)
+    lark = "\n".join([f"start: {start}", "WS: /[ \\t\\r\\n]+/", *calls.rules])
+    return _top_level(lark, calls.subgrammars)

@@ -26,6 +26,7 @@ class GuidePlan:
     syntax: ToolSyntax | None = None
     reasoning: ReasoningMarkers | None = None
     tool_names: frozenset[str] = frozenset()
+    freeform: frozenset[str] = frozenset()  # tools that take raw text
     start_in_reasoning: bool = False
     forced: llguidance.LLMatcher | None = None
     region: llguidance.LLMatcher | None = None
@@ -44,7 +45,7 @@ class ChoiceGuide:
     def __init__(self, plan: GuidePlan, index: int) -> None:
         self.plan = plan
         self.parser = OutputParser(index, syntax=plan.syntax, reasoning=plan.reasoning,
-                                   tool_names=plan.tool_names,
+                                   tool_names=plan.tool_names, freeform=plan.freeform,
                                    start_in_reasoning=plan.start_in_reasoning)
         self._active: TokenConstraint | None = None
         self._forced_active = False

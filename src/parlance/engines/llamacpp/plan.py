@@ -96,6 +96,7 @@ def build_plan(
     plan = GuidePlan(
         syntax=syntax, reasoning=reasoning,
         tool_names=frozenset(t.name for t in tools),
+        freeform=frozenset(t.name for t in tools if t.freeform),
         start_in_reasoning=start_in_reasoning,
         forced=_compile(forced, tokenizer, fmt.param if fmt and not tools else "tools"),
         region=_compile(region, tokenizer, "tools"),

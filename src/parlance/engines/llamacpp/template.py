@@ -50,14 +50,22 @@ def _arguments(text: str) -> Any:
 
 
 def message_to_template_dict(message: Message) -> dict[str, Any]:
+    """A freeform tool's call reaches the template as a function of one string,
+    `input` (the tool's description says how the model calls it); earlier reasoning
+    as `reasoning_content`, which templates that interleave thinking with tool calls
+    render (the others ignore it)."""
     role = "system" if message.role == "developer" else message.role
     out: dict[str, Any] = {"role": role, "content": message.content}
     if message.name:
         out["name"] = message.name
+    if message.reasoning:
+        out["reasoning_content"] = message.reasoning
     if message.tool_calls:
         out["tool_calls"] = [
             {"id": c.id, "type": "function",
-             "function": {"name": c.name, "arguments": _arguments(c.arguments)}}
+             "function": {"name": c.name,
+                          "arguments": ({"input": c.arguments} if c.freeform
+                                        else _arguments(c.arguments))}}
             for c in message.tool_calls
         ]
     if message.tool_call_id:

@@ -4,6 +4,10 @@ The tools are described in the system message and the model is asked to answer
 in the Hermes format (`<tool_call>{…}</tool_call>`), which the output parser and
 the call grammar understand. Earlier calls and their results are spelled the
 same way, as plain assistant and user text, so any template can render them.
+
+A freeform tool (raw text input) is shown as a function of one string, `input`,
+whose description says how it is called: its name alone, then the raw input on
+the lines after it (the layout `engines/grammar.py` enforces).
 """
 
 from __future__ import annotations
@@ -22,22 +26,46 @@ PREAMBLE = (
     "holding a JSON object with the function's name and arguments:\n"
     '<tool_call>\n{{"name": "<function-name>", "arguments": <arguments-object>}}\n</tool_call>'
 )
+FREEFORM_PREAMBLE = (
+    "\nA function whose description says it takes raw text is called with its name "
+    "alone, its input written as is on the lines after it:\n"
+    '<tool_call>\n{"name": "<function-name>"}\n<raw input>\n</tool_call>'
+)
 
 
 def tool_schemas(tools: Sequence[ToolSpec]) -> list[dict]:
     """Tools as chat templates (and the OpenAI API) spell them."""
     return [{"type": "function",
-             "function": {"name": t.name, "description": t.description,
-                          "parameters": t.parameters}}
+             "function": {"name": t.name, "description": _description(t),
+                          "parameters": INPUT_PARAMETERS if t.freeform else t.parameters}}
             for t in tools]
+
+
+INPUT_PARAMETERS = {"type": "object", "properties": {"input": {"type": "string"}},
+                    "required": ["input"]}
+
+
+def _description(tool: ToolSpec) -> str:
+    if not tool.freeform:
+        return tool.description
+    how = (f"This tool takes raw text, not JSON: call it with its name alone, "
+           f'{{"name": "{tool.name}"}}, and write its input as is on the lines after that.')
+    if tool.grammar is not None:
+        how += (f" The input must match this {tool.grammar.syntax} grammar:\n"
+                f"{tool.grammar.definition}")
+    return f"{tool.description}\n\n{how}" if tool.description else how
 
 
 def describe_tools(tools: Sequence[ToolSpec]) -> str:
     lines = "\n".join(json.dumps(s, ensure_ascii=False) for s in tool_schemas(tools))
-    return PREAMBLE.format(tools=lines)
+    prompt = PREAMBLE.format(tools=lines)
+    return prompt + FREEFORM_PREAMBLE if any(t.freeform for t in tools) else prompt
 
 
-def _spell_call(name: str, arguments: str) -> str:
+def _spell_call(name: str, arguments: str, freeform: bool = False) -> str:
+    if freeform:
+        header = json.dumps({"name": name}, ensure_ascii=False)
+        return f"<tool_call>\n{header}\n{arguments}\n</tool_call>"
     try:
         args = json.loads(arguments)
     except json.JSONDecodeError:
@@ -50,7 +78,8 @@ def _spelled(message: Message) -> Message:
     if message.role == "tool":
         return Message("user", f"<tool_response>\n{message.content}\n</tool_response>")
     if message.tool_calls:
-        calls = "\n".join(_spell_call(c.name, c.arguments) for c in message.tool_calls)
+        calls = "\n".join(_spell_call(c.name, c.arguments, c.freeform)
+                          for c in message.tool_calls)
         content = f"{message.content}\n{calls}" if message.content else calls
         return replace(message, content=content, tool_calls=())
     return message

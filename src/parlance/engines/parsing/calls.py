@@ -5,6 +5,11 @@ start as soon as the name is known, then the raw JSON text of the arguments as
 it is generated, then end. Anything else is buffered to the end of the region
 and parsed whole; if it is no call after all, the region's text is handed back
 to be emitted as plain content.
+
+A freeform tool (one that takes raw text) is called with its name alone,
+`{"name": "…"}`, then its input on the next line, up to the end of the region;
+the input is streamed as the call's arguments. Called with JSON arguments
+instead, its input is the one string they hold.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import json
 import re
 import secrets
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public, not in stubs
-from typing import Any
+from typing import Any, Literal
 
 from parlance.core.events import Event, ToolCallArgs, ToolCallEnd, ToolCallStart
 
@@ -53,9 +58,16 @@ def _expect(text: str, i: int, *options: str) -> int:
     raise _NotAHeader
 
 
-def parse_header(text: str) -> tuple[str, int, bool] | None:
-    """(name, index of the arguments' `{`, wrapped in an object) or None for "need
-    more text"; raises _NotAHeader when the text cannot start a streamable call."""
+Layout = Literal["wrapped", "mistral", "freeform"]
+
+
+def parse_header(text: str, freeform: frozenset[str] = frozenset()
+                 ) -> tuple[str, int, Layout] | None:
+    """(name, where the arguments start, layout) or None for "need more text";
+    raises _NotAHeader when the text cannot start a streamable call. Layouts:
+    `wrapped` `{"name": …, "arguments": {…}}` (the index is the arguments' `{`),
+    `mistral` `name[ARGS]{…}`, `freeform` `{"name": …}` then raw input (a tool in
+    `freeform` only; the index is just after the `}`)."""
     try:
         i = _skip_ws(text, 0)
         if text[i] == "{":
@@ -70,10 +82,13 @@ def parse_header(text: str) -> tuple[str, int, bool] | None:
                 if "Unterminated" in exc.msg:
                     raise _NeedMore from exc
                 raise _NotAHeader from exc
-            i = _expect(text, _skip_ws(text, i), ",")
+            i = _skip_ws(text, i)
+            if text[i] == "}" and name in freeform:
+                return name, i + 1, "freeform"
+            i = _expect(text, i, ",")
             i = _expect(text, _skip_ws(text, i), *ARGUMENT_KEYS)
             i = _expect(text, _skip_ws(text, i), ":")
-            wrapped = True
+            layout: Layout = "wrapped"
         else:  # Mistral's `name[ARGS]{…}`
             match = _NAME.match(text, i)
             if not match:
@@ -82,13 +97,25 @@ def parse_header(text: str) -> tuple[str, int, bool] | None:
             if i == len(text):
                 raise _NeedMore
             i = _expect(text, i, "[ARGS]")
-            wrapped = False
+            layout = "mistral"
         i = _skip_ws(text, i)
         if text[i] != "{":
             raise _NotAHeader
-        return name, i, wrapped
+        return name, i, layout
     except _NeedMore:
         return None
+
+
+def freeform_input(arguments: str) -> str:
+    """A freeform tool's input from JSON arguments a model wrote for it anyway: the
+    one string they hold (`{"input": "…"}`), else the arguments text as written."""
+    try:
+        value: Any = json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+    if isinstance(value, dict) and len(value) == 1:
+        value = next(iter(value.values()))
+    return value if isinstance(value, str) else arguments
 
 
 def _calls_in(text: str) -> list[tuple[str, str]] | None:
@@ -124,14 +151,19 @@ def _call_of(item: Any) -> tuple[str, str] | None:
 class CallStream:
     """One region's calls. `push` text, then `close` once the region ends."""
 
-    def __init__(self, index: int, first_call: int, known: frozenset[str] | None = None):
+    def __init__(self, index: int, first_call: int, known: frozenset[str] | None = None,
+                 freeform: frozenset[str] = frozenset()):
         self._index = index
         self.next_call = first_call
         self._known = known  # when set, a name outside it means "not a call"
+        self._freeform = freeform  # tools that take raw text
         self._buf = ""
         self._raw = ""
-        self._state = "between"  # between | args | tail | buffered
+        self._state = "between"  # between | args | tail | input | buffered
         self._wrapped = True
+        self._decode: str | None = None  # JSON arguments of a freeform tool, until whole
+        self._held = ""  # input text held back: line breaks the layout may own
+        self._input_started = False
         self._depth = 0
         self._in_string = False
         self._escaped = False
@@ -148,12 +180,24 @@ class CallStream:
     def close(self) -> tuple[list[Event], str]:
         """End of the region: (events, text to emit as content instead)."""
         events: list[Event] = []
-        if self._state in ("args", "tail"):
+        if self._state == "input":
+            self._input(events)
+            text = self._held
+            for newline in ("\r\n", "\n"):
+                if text.endswith(newline):  # the layout's, before the close marker
+                    text = text[:-len(newline)]
+                    break
+            self._emit_args(text, events)
+            events.append(self._end())
+        elif self._state in ("args", "tail"):
+            events += self._decoded()
             events.append(self._end())
         elif self._buf.strip(" \t\r\n,;[]"):
             calls = _calls_in(self._buf)
             if calls and all(self._accepts(name) for name, _ in calls):
                 for name, args in calls:
+                    if name in self._freeform:
+                        args = freeform_input(args)
                     events += [self._start(name), ToolCallArgs(args, self._index, self.next_call),
                                self._end()]
             elif not self.emitted:
@@ -171,6 +215,8 @@ class CallStream:
                 return self._args(events)
             case "tail":
                 return self._tail(events)
+            case "input":
+                return self._input(events)
         return False
 
     def _header(self, events: list[Event]) -> bool:
@@ -178,26 +224,30 @@ class CallStream:
         if not self._buf:
             return False
         try:
-            found = parse_header(self._buf)
+            found = parse_header(self._buf, self._freeform)
         except _NotAHeader:
             self._state = "buffered"
             return False
         if found is None:
             return False
-        name, start, wrapped = found
+        name, start, layout = found
         if not self._accepts(name):
             self._state = "buffered"
             return False
         events.append(self._start(name))
-        self._buf, self._wrapped, self._state = self._buf[start:], wrapped, "args"
+        self._buf = self._buf[start:]
+        if layout == "freeform":
+            self._state, self._held, self._input_started = "input", "", False
+            return True
+        self._wrapped, self._state = layout == "wrapped", "args"
+        self._decode = "" if name in self._freeform else None
         self._depth, self._in_string, self._escaped = 0, False, False
         return True
 
     def _args(self, events: list[Event]) -> bool:
         end = self._scan_value_end()
         fragment = self._buf if end is None else self._buf[:end]
-        if fragment:
-            events.append(ToolCallArgs(fragment, self._index, self.next_call))
+        self._emit_args(fragment, events)
         if end is None:
             self._buf = ""
             return False
@@ -205,9 +255,42 @@ class CallStream:
         if self._wrapped:
             self._state = "tail"
         else:
+            events += self._decoded()
             events.append(self._end())
             self._state = "between"
         return True
+
+    def _emit_args(self, fragment: str, events: list[Event]) -> None:
+        if self._decode is not None:
+            self._decode += fragment  # a freeform tool's JSON arguments: decoded when whole
+        elif fragment:
+            events.append(ToolCallArgs(fragment, self._index, self.next_call))
+
+    def _decoded(self) -> list[Event]:
+        """The input a freeform tool's JSON arguments hold, once they are complete."""
+        arguments, self._decode = self._decode, None
+        if not arguments:
+            return []
+        return [ToolCallArgs(freeform_input(arguments), self._index, self.next_call)]
+
+    def _input(self, events: list[Event]) -> bool:
+        """A freeform call's raw input, streamed; the line break after the header and
+        the line breaks at the end (the layout's, maybe) are held back."""
+        text, self._buf = self._held + self._buf, ""
+        if not self._input_started:
+            lead = len(text) - len(text.lstrip(" \t"))
+            if lead == len(text) or text[lead:] == "\r":
+                self._held = text
+                return False
+            if text.startswith("\n", lead):
+                text = text[lead + 1:]
+            elif text.startswith("\r\n", lead):
+                text = text[lead + 2:]
+            self._input_started = True
+        body = text.rstrip("\r\n")
+        self._held = text[len(body):]
+        self._emit_args(body, events)
+        return False
 
     def _tail(self, events: list[Event]) -> bool:
         close = self._buf.find("}")
@@ -215,6 +298,7 @@ class CallStream:
             self._buf = ""
             return False
         self._buf = self._buf[close + 1:]
+        events += self._decoded()
         events.append(self._end())
         self._state = "between"
         return True

@@ -32,11 +32,13 @@ class OutputParser:
         reasoning: ReasoningMarkers | None = None,
         tool_names: frozenset[str] = frozenset(),
         start_in_reasoning: bool = False,
+        freeform: frozenset[str] = frozenset(),
     ) -> None:
         self.index = index
         self._syntax = syntax
         self._reasoning = reasoning
         self._tool_names = tool_names
+        self._freeform = freeform  # tools that take raw text (see calls.py)
         self.mode = Mode.REASONING if start_in_reasoning and reasoning else Mode.CONTENT
         self._buf = ""
         self._strip = self.mode is Mode.REASONING  # drop whitespace right after a marker
@@ -147,7 +149,7 @@ class OutputParser:
 
     def _open_region(self, marker: str) -> None:
         known = self._tool_names if not marker else None  # bare JSON must name a tool
-        self._region = CallStream(self.index, self.calls, known)
+        self._region = CallStream(self.index, self.calls, known, self._freeform)
         self._region_open = marker
         self.mode = Mode.CALLS
 
