@@ -134,3 +134,46 @@ async def test_tool_choice_none_and_reasoning_effort_on_a_model_that_cannot_reas
                 model=MODEL_ID, messages=ask("Hi"), reasoning_effort="high")
     assert caught.value.body["param"] == "reasoning_effort"
     assert "does not reason" in caught.value.body["message"]
+
+
+# -- issue 15, class 11: the cap cutting a repeated forced call -----------------------------
+
+LOCATION_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
+                   "required": ["location"]}}}
+
+
+@pytest.mark.parametrize("max_tokens", [48, 160])
+async def test_required_calls_never_leak_markup_nor_repeat(llama, max_tokens):
+    """The issue's case: `required` with parallel calls left on; the 135M model writes the
+    same call again and again. The repeat is dropped and ends the answer (at 160 tokens,
+    well before the cap), or the cap cuts it (48): either way only whole calls, and no
+    `<tool_call>` markup in any content, streamed or not, Chat or Responses."""
+    chat = {"model": MODEL_ID, "messages": ask("What's the weather in Paris?"),
+            "tools": [LOCATION_TOOL], "tool_choice": "required", "temperature": 0,
+            "max_tokens": max_tokens}
+    responses = {"model": MODEL_ID, "input": "What's the weather in Paris?",
+                 "tools": [{"type": "function", **LOCATION_TOOL["function"]}],
+                 "tool_choice": "required", "temperature": 0, "max_output_tokens": max_tokens}
+    async with asgi_client(make_app(llama)) as http:
+        body = (await http.post("/v1/chat/completions", json=chat)).json()
+        streamed = (await http.post("/v1/chat/completions", json={**chat, "stream": True})).text
+        answer = (await http.post("/v1/responses", json=responses)).json()
+        streamed_answer = (await http.post("/v1/responses",
+                                           json={**responses, "stream": True})).text
+    choice = body["choices"][0]
+    calls = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+             for c in choice["message"]["tool_calls"]]
+    assert calls and len(set(map(json.dumps, calls))) == len(calls)  # whole, none repeated
+    assert choice["message"]["content"] is None
+    if max_tokens == 160:
+        assert choice["finish_reason"] == "tool_calls"
+        assert body["usage"]["completion_tokens"] < max_tokens  # stopped at the repeat
+    else:
+        assert choice["finish_reason"] in ("tool_calls", "length")
+    for text in (streamed, streamed_answer, json.dumps(answer)):
+        assert "<tool_call>" not in text and "tool_call>" not in text
+    assert '"finish_reason":"' + choice["finish_reason"] + '"' in streamed
+    items = [(i["type"], i.get("name"), json.loads(i["arguments"])) for i in answer["output"]]
+    assert items == [("function_call", n, a) for n, a in calls]

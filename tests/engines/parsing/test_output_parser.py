@@ -10,6 +10,7 @@ import pytest
 from parlance.core.accumulate import accumulate
 from parlance.core.events import (
     Event,
+    FinishReason,
     ReasoningDelta,
     TextDelta,
     ToolCallArgs,
@@ -161,10 +162,106 @@ def test_unterminated_call_at_length_ends_with_the_arguments_it_has():
     assert parser.called
 
 
-def test_unterminated_call_without_a_name_is_text():
+def test_unterminated_call_without_a_name_is_dropped_never_text():
     events, parser = parse('Sure <tool_call>{"na', syntax=HERMES)
-    assert summary(events)[0] == 'Sure <tool_call>{"na'
+    assert summary(events) == ("Sure ", "", [])
     assert not parser.called
+
+
+# -- the token cap cutting a call (issue 15, class 11) ------------------------------------
+
+WEATHER = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+MARKUP = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", '{"name"')
+
+
+def assert_no_markup(events: list[Event]) -> None:
+    for event in events:
+        if isinstance(event, TextDelta):
+            assert not any(m in event.text for m in MARKUP), event
+
+
+@pytest.mark.parametrize("cut", ["<tool_call>", "<tool_call>\n", '<tool_call>\n{"name": "get_',
+                                 '<tool_call>\n{"name": "get_weather"',
+                                 '<tool_call>\n{"name": "get_weather", "argu',
+                                 '<tool_call>\n{"function": {"name": "get_weather", "arg'])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_call_cut_before_its_name_leaves_no_markup_in_content(cut, seed):
+    text = "Checking. " + WEATHER + "\n" + cut  # the cap hit while the second call began
+    events, parser = parse(text, splits(text, seed), syntax=HERMES, tool_names=TOOLS)
+    assert_no_markup(events)
+    assert summary(events) == ("Checking. ", "", [("get_weather", {"city": "Paris"})])
+    kinds = [type(e).__name__ for e in events if not isinstance(e, TextDelta)]
+    assert kinds == ["ToolCallStart", *["ToolCallArgs"] * (len(kinds) - 2), "ToolCallEnd"]
+    assert parser.finish_reason(FinishReason.LENGTH) is FinishReason.LENGTH
+
+
+@pytest.mark.parametrize(("syntax", "cut"), [
+    (MISTRAL, '[TOOL_CALLS][{"name": "get_wea'), (MISTRAL, "[TOOL_CALLS]get_wea"),
+    (LLAMA3_JSON, '{"name": "get_wea'), (LLAMA3_JSON, '<|python_tag|>{"na'),
+])
+def test_other_syntaxes_cut_before_the_name_drop_the_call_too(syntax, cut):
+    events, parser = parse(cut, syntax=syntax, tool_names=TOOLS)
+    assert events == [] and not parser.called
+
+
+def test_text_that_never_was_a_call_stays_text_when_the_output_ends_in_it():
+    for text, syntax in (("<tool_call>I cannot call th", HERMES),
+                         ("[TOOL_CALLS]I think not", MISTRAL),
+                         ('{"answer": 4', LLAMA3_JSON)):
+        events, _ = parse(text, syntax=syntax, tool_names=TOOLS)
+        assert summary(events)[0] == text
+
+
+# -- a call repeated word for word ends the output -----------------------------------------
+
+@pytest.mark.parametrize("seed", range(10))
+def test_an_identical_repeated_call_is_dropped_and_ends_the_output(seed):
+    text = WEATHER + "\n" + WEATHER + "\n" + WEATHER.replace("Paris", "Rome") + " more"
+    events, parser = parse(text, splits(text, seed), syntax=HERMES, tool_names=TOOLS)
+    assert summary(events) == ("", "", [("get_weather", {"city": "Paris"})])
+    assert parser.ended and parser.calls == 1
+    # whatever cut the output afterwards, it stopped at the repeat, for its calls
+    assert parser.finish_reason(FinishReason.LENGTH) is FinishReason.TOOL_CALLS
+    assert parser.push("anything") == [] and parser.finish() == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_second_call_to_the_same_tool_with_other_arguments_is_a_call(seed):
+    paris = WEATHER.replace('"Paris"}', '"Paris", "days": 2}')
+    text = paris + "\n" + WEATHER + "\n" + WEATHER.replace("get_weather", "get_time")
+    events, parser = parse(text, splits(text, seed), syntax=HERMES, tool_names=TOOLS)
+    assert summary(events)[2] == [("get_weather", {"city": "Paris", "days": 2}),
+                                  ("get_weather", {"city": "Paris"}),
+                                  ("get_time", {"city": "Paris"})]
+    assert [e.call_index for e in events if isinstance(e, ToolCallStart)] == [0, 1, 2]
+    assert not parser.ended and parser.finish_reason(FinishReason.STOP) is FinishReason.TOOL_CALLS
+
+
+def test_a_repeat_cut_by_the_cap_is_dropped_and_the_finish_stays_length():
+    text = WEATHER + "\n" + WEATHER[:-30]  # the repeat cut in its arguments
+    events, parser = parse(text, syntax=HERMES, tool_names=TOOLS)
+    assert summary(events) == ("", "", [("get_weather", {"city": "Paris"})])
+    assert not parser.ended
+    assert parser.finish_reason(FinishReason.LENGTH) is FinishReason.LENGTH
+
+
+def test_calls_after_a_dropped_repeat_are_numbered_without_a_gap():
+    cut = WEATHER.replace("}}\n</tool_call>", "</tool_call>")  # a repeat closed too early
+    text = WEATHER + cut + WEATHER.replace("get_weather", "get_time")
+    events, parser = parse(text, syntax=HERMES, tool_names=TOOLS)
+    assert [(e.name, e.call_index) for e in events if isinstance(e, ToolCallStart)] == [
+        ("get_weather", 0), ("get_time", 1)]
+    assert {e.call_index for e in events if isinstance(e, ToolCallArgs)} == {0, 1}
+    assert summary(events)[2] == [("get_weather", {"city": "Paris"}),
+                                  ("get_time", {"city": "Paris"})]
+
+
+def test_mistral_list_with_a_repeat_keeps_the_calls_before_it():
+    text = ('[TOOL_CALLS][{"name": "get_time", "arguments": {}}, '
+            '{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {}}]')
+    for seed in range(5):
+        events, parser = parse(text, splits(text, seed), syntax=MISTRAL)
+        assert summary(events)[2] == [("get_time", {})] and parser.ended
 
 
 def test_partial_marker_at_the_end_is_released_as_text():

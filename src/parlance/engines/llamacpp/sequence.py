@@ -145,6 +145,8 @@ class Sequence:
         if guide is not None:
             if reasoning or guide.parser.mode is Mode.REASONING:
                 self.reasoning_tokens += 1
+            if guide.parser.ended:  # it repeated a call word for word: nothing more to say
+                return self.finish(FinishReason.STOP)
             if guide.accept(token, text):  # a forced grammar is complete
                 return self.finish(FinishReason.STOP)
         if self._stops.stopped:

@@ -177,8 +177,10 @@ class CallStream:
             pass
         return events
 
-    def close(self) -> tuple[list[Event], str]:
-        """End of the region: (events, text to emit as content instead)."""
+    def close(self, *, cut: bool = False) -> tuple[list[Event], str]:
+        """End of the region: (events, text to emit as content instead). `cut`: the
+        output ended inside the region, so a call it was still writing is dropped: its
+        markup is never content."""
         events: list[Event] = []
         if self._state == "input":
             self._input(events)
@@ -200,10 +202,21 @@ class CallStream:
                         args = freeform_input(args)
                     events += [self._start(name), ToolCallArgs(args, self._index, self.next_call),
                                self._end()]
-            elif not self.emitted:
+            elif not self.emitted and not (cut and self._unfinished_call()):
                 return [], self._raw
         self._buf = ""
         return events, ""
+
+    def _unfinished_call(self) -> bool:
+        """Whether the text so far is the start of a call: a header still incomplete,
+        or, after an explicit call marker (no `known` names), any JSON object."""
+        text = self._buf.lstrip(_SKIPPED)
+        if self._state == "between":
+            try:
+                return parse_header(text) is None  # a complete header is no longer here
+            except _NotAHeader:
+                return False
+        return self._known is None and text.startswith("{")
 
     # -- states ---------------------------------------------------------------
 

@@ -4,7 +4,9 @@ Text arrives in arbitrary pieces (a marker may be split across tokens), so text
 that may be the start of a marker is held back until the next piece decides.
 Content before, between and after calls stays content; a marker left open when
 the output ends closes with it (reasoning stays reasoning, a call ends with the
-arguments it has).
+arguments it has, and a call region whose call has no name yet is dropped: call
+markup is never content). A call identical to one the output already made is
+dropped and ends the output (`repeats.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from enum import Enum
 
 from parlance.core.events import Event, FinishReason, ReasoningDelta, TextDelta, ToolCallStart
 from parlance.engines.parsing.calls import CallStream
+from parlance.engines.parsing.repeats import RepeatFilter
 from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
 from parlance.engines.text import partial_suffix
 
@@ -45,25 +48,41 @@ class OutputParser:
         self._output_started = False  # any non-whitespace content emitted yet
         self._region: CallStream | None = None
         self._region_open = ""
-        self.calls = 0  # tool calls started so far
+        self._repeats = RepeatFilter()
+        self._next_call = 0  # the call index the next region's calls start from
+        self.calls = 0  # tool calls started so far (repeats dropped)
 
     @property
     def called(self) -> bool:
         return self.calls > 0
 
+    @property
+    def ended(self) -> bool:
+        """The output repeated a call: it is over, and what follows is dropped."""
+        return self._repeats.repeated
+
     def finish_reason(self, reason: FinishReason) -> FinishReason:
-        """A choice that stopped by itself after calling tools finished for the calls."""
-        return FinishReason.TOOL_CALLS if reason is FinishReason.STOP and self.called else reason
+        """A choice that stopped by itself after calling tools finished for the calls
+        (one that repeated a call stopped there, whatever cut it afterwards)."""
+        if self.ended or (reason is FinishReason.STOP and self.called):
+            return FinishReason.TOOL_CALLS
+        return reason
 
     def push(self, text: str) -> list[Event]:
+        if self.ended:
+            return []
         self._buf += text
         out: list[Event] = []
-        while self._buf and self._advance(out):
+        while self._buf and not self.ended and self._advance(out):
             pass
+        if self.ended:
+            self._buf, self._region, self.mode = "", None, Mode.CONTENT
         return out
 
     def finish(self) -> list[Event]:
         """The output ended: release what was held, close what is open."""
+        if self.ended:
+            return []
         out: list[Event] = []
         text, self._buf = self._buf, ""
         if self.mode is Mode.CONTENT:
@@ -149,7 +168,7 @@ class OutputParser:
 
     def _open_region(self, marker: str) -> None:
         known = self._tool_names if not marker else None  # bare JSON must name a tool
-        self._region = CallStream(self.index, self.calls, known, self._freeform)
+        self._region = CallStream(self.index, self._next_call, known, self._freeform)
         self._region_open = marker
         self.mode = Mode.CALLS
 
@@ -158,6 +177,7 @@ class OutputParser:
             self._count(self._region.push(text), out)
 
     def _count(self, events: list[Event], out: list[Event]) -> None:
+        events = self._repeats.filter(events)
         self.calls += sum(isinstance(e, ToolCallStart) for e in events)
         out += events
 
@@ -166,7 +186,8 @@ class OutputParser:
         self.mode, self._strip = Mode.CONTENT, True
         if region is None:
             return
-        events, text = region.close()
+        events, text = region.close(cut=close is None)
+        self._next_call = region.next_call
         self._count(events, out)
         if text:  # not a call after all: the region was text, spacing included
             self._strip = False
