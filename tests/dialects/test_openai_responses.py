@@ -175,7 +175,7 @@ async def test_input_tokens(client):
 
 @pytest.mark.parametrize(("body", "param"), [
     ({"model": "fake-model"}, "input"),
-    ({**HELLO, "max_output_tokens": 8}, "max_output_tokens"),
+    ({**HELLO, "max_output_tokens": 0}, "max_output_tokens"),
     ({**HELLO, "metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
     ({**HELLO, "metadata": {"k": "v" * 513}}, "metadata"),
     ({**HELLO, "tools": [{"type": "function", "name": "f", "parameters": {"type": "strin"}}]},
@@ -264,7 +264,10 @@ async def test_truncation_auto_drops_the_oldest_turns():
                       {"role": "assistant", "content": "six seven eight nine"},
                       {"role": "user", "content": "ten eleven"}]
         refused = await client.post(RESPONSES, json={**HELLO, "input": long_turns})
-        assert refused.status_code == 403
+        assert refused.status_code == 400  # Chat Completions' is 403 (seed 004)
+        assert refused.json()["error"] == {
+            "message": refused.json()["error"]["message"], "type": "invalid_request_error",
+            "param": "input", "code": "context_length_exceeded"}
         kept = await client.post(RESPONSES, json={**HELLO, "input": long_turns,
                                                   "truncation": "auto"})
         assert kept.status_code == 200, kept.text

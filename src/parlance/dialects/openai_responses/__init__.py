@@ -13,21 +13,22 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from parlance.core.accumulate import Completion
-from parlance.core.errors import InvalidRequest, ParlanceError
+from parlance.core.errors import ContextOverflow, InvalidRequest, ParlanceError
 from parlance.core.events import Event, Finish, FinishReason, Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
-from parlance.dialects import openai_tools
 from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Framing, Served
 from parlance.dialects.openai_common import new_id, now, render_error
 from parlance.dialects.openai_responses import mcp
 from parlance.dialects.openai_responses import request as wire
 from parlance.dialects.openai_responses.output import OutputBuilder
 from parlance.dialects.openai_responses.sealed import Sealer
+from parlance.dialects.openai_responses.tools import toolset
 from parlance.dialects.wire import parse_body
 from parlance.store.responses import StoredResponse
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +44,7 @@ def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]], sealer:
              whole: bool = True) -> GenerationRequest:
     """`whole`: the context is the whole conversation (not yet the case while a
     chained request's stored turns are unknown)."""
-    functions = [t for t in body.tools or () if isinstance(t, wire.FunctionTool)]
-    tools = openai_tools.tool_specs(functions, "tools[{i}]")
+    tools = toolset(body.tools or [], context).specs
     servers = mcp.tool_servers(body.tools or [])
     messages = wire.messages_of(context, sealer)
     if body.instructions:
@@ -118,20 +118,17 @@ def response_object(call: ResponsesCall, model: str, *, status: str,
         "temperature": body.temperature if body.temperature is not None else 1.0,
         "text": {"format": fmt.model_dump(by_alias=True, exclude_none=True) if fmt
                  else {"type": "text"}},
-        "tool_choice": (body.tool_choice.model_dump() if isinstance(
-            body.tool_choice, wire.NamedFunction | mcp.NamedMcp)
-            else body.tool_choice or "auto"),
-        "tools": [t.echoed() if isinstance(t, mcp.McpTool) else
-                  {"type": "function", "name": t.name, "description": t.description,
-                   "parameters": t.parameters, "strict": bool(t.strict)}
-                  for t in body.tools or ()],
+        "tool_choice": (body.tool_choice if isinstance(body.tool_choice, str | None)
+                        else body.tool_choice.model_dump()) or "auto",
+        "tools": [t.echoed() for t in body.tools or ()],
         "top_logprobs": body.top_logprobs or 0,
         "top_p": body.top_p if body.top_p is not None else 1.0,
         "truncation": body.truncation,
         "usage": usage_object(usage) if usage else None,
         # fixed here, required by the Open Responses specification
         "presence_penalty": 0.0, "frequency_penalty": 0.0, "max_tool_calls": None,
-        "service_tier": "default", "safety_identifier": None, "prompt_cache_key": None,
+        "service_tier": "default", "safety_identifier": None,
+        "prompt_cache_key": body.prompt_cache_key,
     }
 
 
@@ -143,19 +140,25 @@ def usage_object(usage: Usage) -> dict[str, Any]:
             "total_tokens": usage.total_tokens}
 
 
-def _builder(call: ResponsesCall) -> OutputBuilder:
+def _builder(call: ResponsesCall, sealer: Sealer) -> OutputBuilder:
     """Output items for this call; a server whose tools the conversation has listed
-    already is not listed again (as on OpenAI)."""
+    already is not listed again (as on OpenAI). Reasoning items carry their text
+    sealed when the client asks (`include`), to hand it back without the store."""
     listed = frozenset(str(item.get("server_label")) for item in call.context
                        if item.get("type") == "mcp_list_tools")
-    return OutputBuilder(logprobs=call.request.logprobs is not None, listed=listed)
+    seal = None
+    if ENCRYPTED_REASONING in (call.body.include or []):
+        def seal(text: str) -> str:
+            return sealer.seal(wire.REASONING, text)
+    return OutputBuilder(logprobs=call.request.logprobs is not None, listed=listed,
+                         tools=toolset(call.body.tools or [], call.context), seal=seal)
 
 
 class ResponsesEncoder:
-    def __init__(self, call: ResponsesCall, served: Served) -> None:
+    def __init__(self, call: ResponsesCall, served: Served, sealer: Sealer) -> None:
         self._call = call
         self._model = served.model
-        self._builder = _builder(call)
+        self._builder = _builder(call, sealer)
         self._sequence = 0
         self._usage: Usage | None = None
         self._reason: FinishReason | None = None
@@ -276,11 +279,11 @@ class OpenAIResponses:
     # -- the rest of the dialect ------------------------------------------------
 
     def encoder(self, call: ResponsesCall, served: Served) -> ResponsesEncoder:
-        return ResponsesEncoder(call, served)
+        return ResponsesEncoder(call, served, self.sealer)
 
     def render(self, call: ResponsesCall, served: Served,
                completion: Completion) -> dict[str, Any]:
-        builder = _builder(call)
+        builder = _builder(call, self.sealer)
         choice = completion.choice(0)
         builder.replay(choice)
         incomplete = choice.finish_reason is FinishReason.LENGTH
@@ -292,7 +295,15 @@ class OpenAIResponses:
                                output=builder.items, usage=completion.usage)
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:
-        return render_error(error)
+        return render_error(in_responses_terms(error))
+
+
+def in_responses_terms(error: ParlanceError) -> ParlanceError:
+    """A prompt that does not fit is a 400 naming `input`, as on OpenAI (Codex compacts
+    the conversation on its code); Chat Completions keeps seed 004's 403."""
+    if isinstance(error, ContextOverflow):
+        return InvalidRequest(error.message, param="input", code="context_length_exceeded")
+    return error
 
 
 def terminal_event(status: str) -> str:

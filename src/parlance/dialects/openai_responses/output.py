@@ -1,14 +1,16 @@
 """Folds core events into Responses output items, in generation order, and names the
 stream events each step takes: one item is opened and closed at a time, with
-`output_index` 0, 1, 2… (tool lists, reasoning, message text, function calls, MCP
-calls and approval requests).
+`output_index` 0, 1, 2… (tool lists, reasoning, message text, function calls, custom
+tool calls, shell and tool-search calls, MCP calls and approval requests).
 
 An MCP call stays open until its result: when the model made several calls in one
-turn, the later ones are held back until the earlier one's result closes it."""
+turn, the later ones are held back until the earlier one's result closes it. A
+shell or tool-search call is announced whole, once its arguments are complete
+(`items.py` builds it from them)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +29,10 @@ from parlance.core.events import (
 )
 from parlance.core.tools import ToolProvider, ToolSpec
 from parlance.dialects.openai_common import new_id, token_spelling
+from parlance.dialects.openai_responses import items as calls
+from parlance.dialects.openai_responses.tools import ToolRef, Toolset
+
+PENDING = "pending"  # an item announced once whole: its arguments are still coming
 
 StreamEvent = tuple[str, dict[str, Any]]  # (type, fields other than type/sequence_number)
 
@@ -42,8 +48,13 @@ def logprob_entries(
 
 class OutputBuilder:
     def __init__(self, *, logprobs: bool = False, ids: Iterator[str] | None = None,
-                 listed: frozenset[str] = frozenset()) -> None:
+                 listed: frozenset[str] = frozenset(), tools: Toolset | None = None,
+                 seal: Callable[[str], str] | None = None) -> None:
+        """`tools`: what the model's calls are, in the client's terms; `seal`: seals a
+        reasoning item's text into its `encrypted_content`."""
         self.items: list[dict[str, Any]] = []
+        self._tools = tools or Toolset((), {})
+        self._seal = seal
         self._open: dict[str, Any] | None = None
         self._logprobs = logprobs
         self._ids = ids  # item ids to reuse (replaying a stored response)
@@ -74,10 +85,7 @@ class OutputBuilder:
             case ToolCallStart(provider=provider) if provider is not None:
                 return self.close() + self._mcp_call(event, provider)
             case ToolCallStart(call_id=call_id, name=name):
-                out = self.close()
-                item = {"type": "function_call", "id": self._new_id("fc_"), "call_id": call_id,
-                        "name": name, "arguments": "", "status": "in_progress"}
-                return out + self._add(item)
+                return self.close() + self._client_call(call_id, self._tools.ref(name))
             case ToolCallArgs(fragment=fragment) if self._open is not None:
                 return self._arguments(fragment)
             case ToolCallEnd(call_index=call_index) if self._is_open("mcp_call"):
@@ -94,12 +102,22 @@ class OutputBuilder:
         item, self._open = self._open, None
         if item is None:
             return []
+        out: list[StreamEvent]
+        if item["type"] == PENDING:
+            item = self.items[self._index] = self._whole(item, incomplete)
+            out = [("response.output_item.added", {"output_index": self._index,
+                                                   "item": {**item, "status": "in_progress"}})]
+            out.append(("response.output_item.done", {"output_index": self._index, "item": item}))
+            return out + self._after_close(incomplete)
         where = {"item_id": item["id"], "output_index": self._index}
-        out: list[StreamEvent] = []
+        out = []
         match item["type"]:
             case "function_call":
                 out.append(("response.function_call_arguments.done",
                             {**where, "name": item["name"], "arguments": item["arguments"]}))
+            case "custom_tool_call":
+                out.append(("response.custom_tool_call_input.done",
+                            {**where, "input": item["input"]}))
             case "message":
                 part = item["content"][0]
                 done = {**where, "content_index": 0, "text": part["text"],
@@ -113,9 +131,15 @@ class OutputBuilder:
                                                           "text": part["text"]}),
                         ("response.content_part.done",
                          {**where, "content_index": 0, "part": part})]
+                if self._seal is not None:
+                    item["encrypted_content"] = self._seal(part["text"])
         if "status" in item and item["status"] == "in_progress":
             item["status"] = "incomplete" if incomplete else "completed"
         out.append(("response.output_item.done", {"output_index": self._index, "item": item}))
+        return out + self._after_close(incomplete)
+
+    def _after_close(self, incomplete: bool) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
         if self._awaiting is not None:  # the stream ends before the call's result
             self._awaiting = None
             out += self._release()
@@ -133,9 +157,16 @@ class OutputBuilder:
                 case "reasoning":
                     text = "".join(p.get("text", "") for p in item.get("content", []))
                     out += self._reasoning(text)
+                    if "encrypted_content" in item:  # as sealed when it was made
+                        self._open["encrypted_content"] = item["encrypted_content"]  # type: ignore[index]
                 case "function_call":
-                    out += self.feed(ToolCallStart(item["call_id"], item["name"]))
-                    out += self.feed(ToolCallArgs(item.get("arguments", "")))
+                    out += self._reopen(item, "arguments")
+                case "custom_tool_call":
+                    out += self._reopen(item, "input")
+                case kind if kind in calls.CALLS:  # announced whole
+                    self._new_id("")
+                    self.items.append(item)
+                    self._open = {"type": PENDING, "whole": item}
                 case "mcp_list_tools":
                     out += self.feed(ToolsListed(
                         ToolProvider("ephemeral_mcp", item["server_label"]),
@@ -161,6 +192,11 @@ class OutputBuilder:
                     self._replay_call(part, calls)
                     calls += 1
         self.close()
+
+    def _reopen(self, item: dict[str, Any], streamed: str) -> list[StreamEvent]:
+        """A stored call opened again, its `streamed` field streamed in one delta."""
+        opened = {**item, "id": self._new_id(""), streamed: "", "status": "in_progress"}
+        return self._add(opened) + self._arguments(str(item.get(streamed, "")))
 
     def _replay_call(self, call: ToolCallResult, call_index: int) -> list[StreamEvent]:
         provider = call.provider
@@ -191,10 +227,40 @@ class OutputBuilder:
     def _arguments(self, fragment: str) -> list[StreamEvent]:
         item = self._open
         assert item is not None
-        item["arguments"] += fragment
+        item["input" if item["type"] == "custom_tool_call" else "arguments"] += fragment
         kind = {"function_call": "response.function_call_arguments.delta",
+                "custom_tool_call": "response.custom_tool_call_input.delta",
                 "mcp_call": "response.mcp_call_arguments.delta"}.get(item["type"])
         return [] if kind is None else [(kind, {**self._where(), "delta": fragment})]
+
+    def _client_call(self, call_id: str, ref: ToolRef) -> list[StreamEvent]:
+        """The item of a call the client runs: a function call, a custom tool call, or
+        (announced once whole) a shell or tool-search call."""
+        if ref.kind == "custom":
+            return self._add(calls.custom_call(self._new_id("ctc_"), call_id, ref))
+        if ref.kind != "function":
+            self.items.append({})  # its place; the item is made when it is whole
+            self._open = {"type": PENDING, "ref": ref, "call_id": call_id, "arguments": ""}
+            return []
+        item = {"type": "function_call", "id": self._new_id("fc_"), "call_id": call_id,
+                "name": ref.name, "arguments": "", "status": "in_progress"}
+        return self._add(item | ({"namespace": ref.namespace} if ref.namespace else {}))
+
+    def _whole(self, pending: dict[str, Any], incomplete: bool) -> dict[str, Any]:
+        """A pending call's item, now that its arguments are complete (or cut short)."""
+        if "whole" in pending:  # replayed as stored
+            whole: dict[str, Any] = pending["whole"]
+            return whole
+        ref: ToolRef = pending["ref"]
+        prefix = {"local_shell": "lsh_", "shell": "sh_", "tool_search": "tsc_"}[ref.kind]
+        item_id = self._new_id(prefix)
+        item = None if incomplete else calls.finished_call(ref, item_id, pending["call_id"],
+                                                           pending["arguments"])
+        if item is None:  # not what the item needs: kept as the call the model made
+            item = {"type": "function_call", "id": item_id, "call_id": pending["call_id"],
+                    "name": ref.name, "arguments": pending["arguments"],
+                    "status": "incomplete" if incomplete else "completed"}
+        return item
 
     def _tool_list(self, provider: ToolProvider, tools: tuple[ToolSpec, ...]) -> list[StreamEvent]:
         out = self.close()

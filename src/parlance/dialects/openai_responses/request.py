@@ -4,6 +4,7 @@ listed and chained."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
@@ -13,22 +14,24 @@ from parlance.core.messages import Message, ToolCall
 from parlance.core.tools import ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
 from parlance.dialects import openai_tools
 from parlance.dialects.openai_common import new_id
+from parlance.dialects.openai_responses import items as calls
 from parlance.dialects.openai_responses import mcp
-from parlance.dialects.openai_responses.mcp import McpTool, NamedMcp
+from parlance.dialects.openai_responses.mcp import NamedMcp
 from parlance.dialects.openai_responses.sealed import Sealer
-from parlance.dialects.openai_tools import FunctionDef, FunctionName
+from parlance.dialects.openai_responses.tools import (
+    FunctionTool,
+    NamedCustom,
+    NamedFunction,
+    NamedHosted,
+    NamedShell,
+    Tool,
+    model_name,
+)
+from parlance.dialects.openai_tools import FunctionName
 from parlance.dialects.wire import WireModel
 
-
-class FunctionTool(FunctionDef):
-    """Responses tools are flat: Chat's function definition with its type beside it."""
-
-    type: Literal["function"]
-
-
-class NamedFunction(WireModel):
-    type: Literal["function"]
-    name: str
+__all__ = ["FunctionTool", "NamedFunction", "Tool"]
+NamedTool = NamedFunction | NamedCustom | NamedShell | NamedHosted | NamedMcp
 
 
 class Reasoning(WireModel):
@@ -49,17 +52,16 @@ class TextConfig(WireModel):
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
-Tool = Annotated[FunctionTool | McpTool, Field(discriminator="type")]
-
-
 class ResponsesRequest(WireModel):
     model: str | None = None
     input: str | Annotated[list[dict[str, Any]], Field(min_length=1)]
     instructions: str | None = None
     tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedFunction | NamedMcp | None = None
+    tool_choice: Literal["none", "auto", "required"] | Annotated[
+        NamedTool, Field(discriminator="type")] | None = None
     parallel_tool_calls: bool = True
-    max_output_tokens: Annotated[int, Field(ge=16)] | None = None
+    # OpenAI's floor is 16; Codex warms a local model up with 1
+    max_output_tokens: Annotated[int, Field(ge=1)] | None = None
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
     top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
@@ -73,6 +75,7 @@ class ResponsesRequest(WireModel):
     stream: bool = False
     background: bool = False
     seed: int | None = None
+    prompt_cache_key: str | None = None  # echoed; prompt prefixes are cached anyway
 
     @field_validator("metadata")
     @classmethod
@@ -95,11 +98,25 @@ def tool_choice(req: ResponsesRequest, tools: tuple[ToolSpec, ...]) -> ToolChoic
     if isinstance(req.tool_choice, NamedMcp):
         name = req.tool_choice.name
         return ToolChoice("required") if name is None else ToolChoice("named", name)
-    if isinstance(req.tool_choice, NamedFunction):
-        return openai_tools.tool_choice(None, req.tool_choice.name, tools)
+    if isinstance(req.tool_choice, NamedHosted):
+        raise InvalidRequest(f"tool_choice names the tool type '{req.tool_choice.type}', "
+                             "which OpenAI runs itself; this server cannot run it.",
+                             param="tool_choice.type", code="unsupported_value")
+    if isinstance(req.tool_choice, NamedShell):
+        return openai_tools.tool_choice(None, "shell", tools)
+    if isinstance(req.tool_choice, NamedFunction | NamedCustom):
+        return openai_tools.tool_choice(None, _called(req.tool_choice.name, tools), tools)
     if req.tools and not tools:  # MCP servers only: their tools are known later
         return ToolChoice(req.tool_choice or "auto")
     return openai_tools.tool_choice(req.tool_choice, None, tools)
+
+
+def _called(name: str, tools: tuple[ToolSpec, ...]) -> str:
+    """A named tool's name to the model: as is, or the one namespaced tool it names."""
+    if any(t.name == name for t in tools):
+        return name
+    namespaced = [t.name for t in tools if t.name.endswith(f".{name}")]
+    return namespaced[0] if len(namespaced) == 1 else name
 
 
 def response_format(text: TextConfig | None) -> ResponseFormat | None:
@@ -125,12 +142,16 @@ def reasoning(req: ResponsesRequest) -> ReasoningRequest | None:
 _ID_PREFIX = {"message": "msg_", "function_call": "fc_", "function_call_output": "fco_",
               "reasoning": "rs_", "mcp_list_tools": "mcpl_", "mcp_call": "mcp_",
               "mcp_approval_request": "mcpr_", "mcp_approval_response": "mcpa_",
-              "compaction": "cmp_"}
+              "compaction": "cmp_", **calls.ID_PREFIX}
 
 # A compaction item (`POST /v1/responses/compact`) seals its summary for this purpose; the
 # model reads it back as its own earlier turn.
 COMPACTION = "compaction"
 SUMMARY_HEADING = "Summary of the conversation so far:\n"
+# A reasoning item's text, sealed in its encrypted_content (include:
+# ["reasoning.encrypted_content"]), so a client that keeps no state on the server
+# (store: false) hands the model its own reasoning back.
+REASONING = "reasoning"
 
 
 def input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -158,18 +179,25 @@ def input_items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def messages_of(items: list[dict[str, Any]], sealer: Sealer) -> list[Message]:
     """Items in order as chat messages: calls join the assistant turn before them; a
-    compaction item stands for the turns it summarised."""
+    compaction item stands for the turns it summarised; a reasoning item's text goes
+    with the assistant turn after it."""
     out: list[Message] = []
     declined = mcp.declined(items)
+    reasoning: str | None = None  # of the assistant turn to come
     for i, item in enumerate(items):
         where = f"input[{i}]"
-        match item.get("type"):
+        kind = item.get("type")
+        match kind:
             case "message":
                 out.append(_message(item, where))
             case "function_call":
-                _join_call(out, ToolCall(_text_field(item, "call_id", where),
-                                         _text_field(item, "name", where),
+                name = model_name(_text_field(item, "name", where), item.get("namespace"))
+                _join_call(out, ToolCall(_text_field(item, "call_id", where), name,
                                          str(item.get("arguments", ""))))
+            case _ if kind in calls.CALLS:
+                _join_call(out, calls.tool_call(item, where))
+            case _ if kind in calls.OUTPUTS:
+                out.append(calls.tool_output(item, where))
             case "mcp_call" | "mcp_approval_request":
                 ran = mcp.call_messages(item, declined)
                 if ran is not None:
@@ -185,15 +213,32 @@ def messages_of(items: list[dict[str, Any]], sealer: Sealer) -> list[Message]:
                                         param=f"{where}.encrypted_content")
                 out.append(Message("assistant", SUMMARY_HEADING + str(summary)))
             case "reasoning":
-                pass  # earlier reasoning is not shown to the model again (templates drop it)
+                reasoning = _reasoning_text(item, where, sealer)
+                continue
+        if reasoning is not None and out and out[-1].role == "assistant":
+            last = out[-1]
+            both = f"{last.reasoning}\n{reasoning}" if last.reasoning else reasoning
+            out[-1] = replace(last, reasoning=both)
+        reasoning = None
     return out
+
+
+def _reasoning_text(item: dict[str, Any], where: str, sealer: Sealer) -> str | None:
+    """What a reasoning item says: its sealed text (a 400 if it was altered), else its
+    reasoning text parts."""
+    sealed = item.get("encrypted_content")
+    if sealed is not None:
+        return str(sealer.unseal(REASONING, sealed, param=f"{where}.encrypted_content"))
+    parts = item.get("content")
+    texts = [str(p.get("text", "")) for p in parts or []
+             if isinstance(p, dict) and p.get("type") == "reasoning_text"]
+    return "".join(texts) or None
 
 
 def _join_call(out: list[Message], call: ToolCall) -> None:
     """The call joins the assistant turn just before it, or starts one."""
     if out and out[-1].role == "assistant":
-        last = out.pop()
-        out.append(Message("assistant", last.content, tool_calls=(*last.tool_calls, call)))
+        out[-1] = replace(out[-1], tool_calls=(*out[-1].tool_calls, call))
     else:
         out.append(Message("assistant", "", tool_calls=(call,)))
 
