@@ -14,6 +14,7 @@ from parlance.core.events import (
     TopLogprob,
     Usage,
 )
+from parlance.core.tools import ReasoningEffort
 from tests.sse import sse_data
 from tests.transcripts import assert_transcript
 
@@ -41,8 +42,7 @@ async def test_chat_stream_without_include_usage_has_no_usage_chunk(client, fake
     assert frames[-1] == "[DONE]"
     chunks = frames[:-1]
     assert all(c["choices"] for c in chunks)
-    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "",
-                                                "refusal": None}
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}  # no content (seed 002)
     assert chunks[-1]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None,
                                         "finish_reason": "stop"}
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
@@ -177,6 +177,10 @@ async def test_chat_request_maps_to_core_request(client, fake_engine):
      "response_format.type"),
     ({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "extreme"},
      "reasoning_effort"),
+    ({"messages": [{"role": "user", "content": "x"}], "reasoning": {"effort": "extreme"}},
+     "reasoning.effort"),
+    ({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "low",
+      "reasoning": {"effort": "high"}}, "reasoning.effort"),
     ({"messages": "hi"}, "messages"),
 ])
 async def test_chat_invalid_requests_are_400_naming_the_param(client, body, param):
@@ -187,6 +191,19 @@ async def test_chat_invalid_requests_are_400_naming_the_param(client, body, para
         assert error["type"] == "invalid_request_error"
         assert error["param"] == param
         assert error["message"]
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"reasoning": {"effort": "low"}}, "reasoning.effort"),  # seed 004's spelling
+    ({"reasoning_effort": "low"}, "reasoning_effort"),
+    ({"reasoning_effort": "low", "reasoning": {"effort": "low"}}, "reasoning_effort"),
+])
+async def test_chat_reasoning_object_is_read_like_reasoning_effort(client, fake_engine, body,
+                                                                    param):
+    response = await client.post(CHAT, json={**HELLO, **body})
+    assert response.status_code == 200, response.text
+    wanted = fake_engine.requests[-1].reasoning
+    assert (wanted.effort, wanted.param) == (ReasoningEffort.LOW, param)
 
 
 async def test_chat_body_not_json_or_not_object_is_400(client):

@@ -28,6 +28,7 @@ from parlance.core.events import (
 )
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
+from parlance.core.tools import ReasoningRequest
 from parlance.dialects import openai_tools
 from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
 from parlance.dialects.openai_common import (
@@ -67,6 +68,12 @@ class MessageIn(WireModel):
     tool_call_id: str | None = None
 
 
+class ReasoningIn(WireModel):
+    """Seed 004's `reasoning: {"effort": …}`, read like `reasoning_effort`."""
+
+    effort: EffortIn | None = None
+
+
 class ChatRequest(SamplingFields):
     messages: Annotated[list[MessageIn], Field(min_length=1)]
     max_tokens: Annotated[int, Field(ge=1)] | None = None
@@ -78,12 +85,22 @@ class ChatRequest(SamplingFields):
     parallel_tool_calls: bool = True
     response_format: ResponseFormatIn | None = None
     reasoning_effort: EffortIn | None = None
+    reasoning: ReasoningIn | None = None
 
     @model_validator(mode="after")
     def _top_logprobs_need_logprobs(self) -> ChatRequest:
         if self.top_logprobs is not None and not self.logprobs:
             raise ValueError("top_logprobs requires logprobs to be true")
         return self
+
+    def reasoning_request(self) -> ReasoningRequest | None:
+        nested = self.reasoning.effort if self.reasoning else None
+        if self.reasoning_effort and nested and nested != self.reasoning_effort:
+            raise InvalidRequest("reasoning_effort and reasoning.effort disagree; send one.",
+                                 param="reasoning.effort")
+        if self.reasoning_effort:
+            return openai_tools.reasoning(self.reasoning_effort, "reasoning_effort")
+        return openai_tools.reasoning(nested, "reasoning.effort")
 
 
 def _text_of(content: str | list[ContentPart] | None, where: str) -> str:
@@ -150,10 +167,12 @@ class ChatEncoder(ChunkEncoder):
                 "finish_reason": finish_reason}
 
     def open(self) -> list[Frame]:
-        """Each choice's first chunk names the role, before any content of any choice."""
+        """Each choice's first chunk names the role, before any content of any choice,
+        and carries nothing else (seed 002: an empty `content` makes the Vercel AI SDK
+        open an empty text part, before tool calls too)."""
         logprobs: dict[str, Any] | None = (
             {"content": [], "refusal": None} if self._logprobs else None)
-        delta = {"role": "assistant", "content": "", "refusal": None}
+        delta = {"role": "assistant"}
         return [self.chunk([self._choice(i, delta, logprobs)]) for i in range(self._choices)]
 
     def on_text(self, delta: TextDelta) -> list[Frame]:
@@ -221,7 +240,7 @@ class OpenAIChat:
             tool_choice=openai_tools.chat_tool_choice(req.tool_choice, tools),
             parallel_tool_calls=req.parallel_tool_calls,
             response_format=openai_tools.response_format(req.response_format),
-            reasoning=openai_tools.reasoning(req.reasoning_effort, "reasoning_effort"),
+            reasoning=req.reasoning_request(),
         )
         return ChatCall(request, req.stream, new_id("chatcmpl-"), now(),
                         req.include_usage(), req.logprobs)
