@@ -185,7 +185,7 @@ async def test_input_tokens(client):
     ({**HELLO, "input": [{"type": "message", "role": "user", "content": [
         {"type": "input_image", "image_url": "http://x"}]}]}, "input[0].content[0]"),
     ({**HELLO, "input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id"),
-    ({**HELLO, "background": True}, "background"),
+    ({**HELLO, "background": True, "store": False}, "background"),
     ({**HELLO, "previous_response_id": "chat_1"}, "previous_response_id"),
     ({**HELLO, "reasoning": {"effort": "extreme"}}, "reasoning.effort"),
 ])

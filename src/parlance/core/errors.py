@@ -15,6 +15,7 @@ envelope and status code, so no layer ever matches error *text*.
     ├── ContextOverflow         prompt + max tokens do not fit the context
     ├── Overloaded              admission queue full (carries retry_after)
     ├── RequestTimeout          ran past the request timeout
+    ├── Cancelled               the client cancelled it (a background response)
     ├── Unavailable             the server cannot serve this now (503)
     │   ├── ServerShuttingDown  draining before exit: new work refused, late work ended
     │   ├── ModelUnloaded       the model went away while the request was running
@@ -101,6 +102,15 @@ class RequestTimeout(ParlanceError):
 
     def __init__(self, message: str = "The request ran past the server's request timeout."):
         super().__init__(message, code="request_timeout")
+
+
+class Cancelled(ParlanceError):
+    """Not a failure: the client asked to stop it. The stream ends as cancelled."""
+
+    kind = "cancelled"
+
+    def __init__(self, message: str = "The response was cancelled."):
+        super().__init__(message, code="cancelled")
 
 
 class Unavailable(ParlanceError):

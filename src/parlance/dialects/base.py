@@ -72,6 +72,7 @@ class Encoder(Protocol):
 
 # A dialect's own Call subclass: what `parse` returns is what the others take back.
 C = TypeVar("C", bound=Call)
+C_in = TypeVar("C_in", bound=Call, contravariant=True)
 
 
 class Dialect(Protocol[C]):
@@ -103,6 +104,43 @@ class Stateful(Protocol[C]):
 
     def cancelled(self, response: dict[str, Any]) -> dict[str, Any]:
         """The response as stored when its client left before the end."""
+
+
+@runtime_checkable
+class SocketMode(Protocol[C]):
+    """A dialect that also speaks over a WebSocket (Responses' WebSocket mode): each
+    client message asks for one streamed call, whose frames go out as messages."""
+
+    def socket_call(self, message: Any) -> C | None:
+        """The call a decoded client message asks for (`InvalidRequest` otherwise);
+        None for a message that needs no answer."""
+
+    def prepares_only(self, call: C) -> bool:
+        """The call only records its input for later calls (no generation, no output)."""
+
+    def socket_event(self, call: C, frame: Frame) -> dict[str, Any] | None:
+        """The message a stream frame becomes (None: not sent, like `[DONE]`)."""
+
+    def socket_error(self, error: ParlanceError) -> dict[str, Any]:
+        """The message refusing a client message (its stream never started)."""
+
+    def remembered(self, call: C, response: dict[str, Any]) -> StoredResponse:
+        """What the connection keeps of a response to continue from, stored or not."""
+
+
+@runtime_checkable
+class Backgrounds(Protocol[C_in]):
+    """A dialect whose calls may run without their client (Responses `background`):
+    the server stores the response at each change of status and lets it be polled,
+    followed and cancelled."""
+
+    def in_background(self, call: C_in) -> bool: ...
+
+    def progress(self, frame: Frame) -> dict[str, Any] | None:
+        """The response a frame announces while it is unfinished (queued, running)."""
+
+    def interrupted(self, response: dict[str, Any]) -> dict[str, Any]:
+        """The response as stored when the server stopped before it finished."""
 
 
 @runtime_checkable

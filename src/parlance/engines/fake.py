@@ -1,7 +1,8 @@
 """A scripted, deterministic engine for protocol tests (our `MockTransport`).
 
 Enqueue a script per request: events are yielded in order, a float sleeps that
-many seconds, an exception instance is raised mid-stream, and `Generated` text
+many seconds, an `asyncio.Event` holds the stream until the test sets it (a gate),
+an exception instance is raised mid-stream, and `Generated` text
 stands for raw model output: it goes through the same `OutputParser` as the real
 engine's (tool calls in `tool_syntax` when the request has tools, reasoning in
 `reasoning` markers), so parsing is tested on every path. With no script the
@@ -34,7 +35,7 @@ class Generated:
     index: int = 0
 
 
-ScriptItem = Event | Generated | float | BaseException
+ScriptItem = Event | Generated | float | BaseException | asyncio.Event
 
 
 def _prompt_text(prompt: ChatInput | TextInput) -> str:
@@ -79,6 +80,9 @@ class FakeGeneration:
                 with contextlib.suppress(TimeoutError):  # a cancel ends the pause at once
                     await asyncio.wait_for(self._woken.wait(), item)
                 continue
+            if isinstance(item, asyncio.Event):
+                await self._until(item)
+                continue
             for event in self._parsed(item):
                 self.yielded.append(event)
                 yield event
@@ -86,6 +90,15 @@ class FakeGeneration:
             yield Failed(self.failure)
             return
         self.finished = True
+
+    async def _until(self, gate: asyncio.Event) -> None:
+        """Wait for the gate, or for a cancel (which ends the wait at once)."""
+        waits = [asyncio.ensure_future(gate.wait()), asyncio.ensure_future(self._woken.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     def _parsed(self, item: Event | Generated) -> list[Event]:
         if self.new_parser is None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hmac
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 
 from parlance.core.errors import AuthenticationFailed
 
 
-def presented_key(request: Request) -> str | None:
+def presented_key(request: HTTPConnection) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
@@ -17,7 +17,8 @@ def presented_key(request: Request) -> str | None:
     return request.headers.get("x-api-key")
 
 
-def authorize(request: Request, keys: tuple[str, ...]) -> None:
+def authorize(request: HTTPConnection, keys: tuple[str, ...]) -> None:
+    """An HTTP request or a WebSocket handshake (its headers)."""
     if not keys:
         return
     key = presented_key(request)

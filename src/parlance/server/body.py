@@ -49,7 +49,11 @@ async def read_json(request: Request, limit: int,
                     parse: Callable[[Any], T] = _identity) -> T:
     """`parse(decoded body)`; errors are `InvalidRequest` (400) or `PayloadTooLarge`.
     `parse` must be pure (no I/O, no event loop): it may run on a worker thread."""
-    raw = await read_body(request, limit)
+    return await parse_json(await read_body(request, limit), parse)
+
+
+async def parse_json(raw: bytes, parse: Callable[[Any], T] = _identity) -> T:
+    """`parse(decoded raw)`, as for a body (a WebSocket message is read this way too)."""
 
     def work() -> T:
         return parse(strict_json.decode(raw))

@@ -13,7 +13,7 @@ import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.requests import Request
@@ -48,11 +48,14 @@ from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server.access_log import AccessRecord, access_record
 from parlance.server.auth import authorize
 from parlance.server.body import read_json
-from parlance.server.drain import Drain
+from parlance.server.drain import Drain, Stoppable
 from parlance.server.loading import LoadingGeneration
 from parlance.server.memory import Memory
 from parlance.server.streaming import EventStreamResponse
 from parlance.store.responses import DEFAULT_RETENTION, ResponseStore
+
+if TYPE_CHECKING:
+    from parlance.server.background import BackgroundRuns
 
 log = logging.getLogger("parlance.server")
 
@@ -88,23 +91,54 @@ def error_response(dialect: Dialect[Any], error: ParlanceError) -> Response:
 
 class GenerationHandler:
     def __init__(self, dialect: Dialect[Any], models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore | None = None):
+                 store: ResponseStore | None = None, runs: BackgroundRuns | None = None):
         self.dialect = dialect
         self.models = models
         self.settings = settings
         self.memory = (Memory(dialect, store)
                        if store is not None and isinstance(dialect, Stateful) else None)
+        self.runs = runs  # where calls run that go on without their client
 
     async def handle(self, request: Request) -> Any:
-        deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
-        watch = Watch(deadline, getattr(request.app.state, "drain", None),
-                      access_record(request))
-        toolbox = None
+        watch = self.watch(request.app, access_record(request))
         try:
             authorize(request, self.settings.api_keys)
             call = await read_json(request, self.settings.max_body_bytes, self.dialect.parse)
-            if self.memory is not None:
-                call = self.memory.recall(call)
+            background = self.runs is not None and self.runs.takes(call)
+            if background:
+                watch = replace(watch, switch=StopSwitch())
+            started = await self.start(call, watch, self.memory)
+        except ParlanceError as exc:
+            return error_response(self.dialect, exc)
+        if background:
+            assert self.runs is not None
+            return await self.runs.launch(started, self.frames(started))
+        if started.call.stream:
+            return EventStreamResponse(
+                self.frames(started),
+                framing=self.dialect.framing,
+                keepalive_seconds=self.settings.keepalive_seconds,
+                on_close=started.generation.cancel,
+            )
+        try:
+            return await self._complete(request, started)
+        finally:
+            if started.toolbox is not None:
+                await started.toolbox.aclose()
+
+    def watch(self, app: Any, record: AccessRecord) -> Watch:
+        """A new call's watch: its deadline from now, the app's drain."""
+        deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
+        return Watch(deadline, getattr(app.state, "drain", None), record)
+
+    async def start(self, call: Call, watch: Watch, memory: Memory | None) -> Started:
+        """Resolve the model and start the generation: everything that can refuse the
+        call does it here, before anything is sent. The HTTP route and WebSocket mode
+        both start calls here, then send `frames(started)`."""
+        toolbox = None
+        try:
+            if memory is not None:
+                call = memory.recall(call)
             name = call.request.model
             cold = isinstance(self.dialect, ReportsLoading) and not self.models.is_loaded(name)
             options = LoadOptions(context_length=call.context_length)
@@ -123,24 +157,13 @@ class GenerationHandler:
                 generation = self._load_then_start(call, name, options, toolbox)
             else:
                 call, generation = await self._start(call, model, toolbox)
-        except ParlanceError as exc:
+        except ParlanceError:
             if toolbox is not None:
                 await toolbox.aclose()
-            return error_response(self.dialect, exc)
-        served = Served(name, generation.prompts)
+            raise
         watch.record.model = name
-        if call.stream:
-            return EventStreamResponse(
-                self._frames(call, served, generation, watch, toolbox),
-                framing=self.dialect.framing,
-                keepalive_seconds=self.settings.keepalive_seconds,
-                on_close=generation.cancel,
-            )
-        try:
-            return await self._complete(request, call, served, generation, watch)
-        finally:
-            if toolbox is not None:
-                await toolbox.aclose()
+        return Started(call, Served(name, generation.prompts), generation, watch, toolbox,
+                       memory)
 
     def _load_then_start(self, call: Call, name: str, options: LoadOptions,
                          toolbox: Toolbox | None) -> LoadingGeneration:
@@ -172,13 +195,15 @@ class GenerationHandler:
                     raise
                 call = smaller
 
-    async def _frames(self, call: Call, served: Served, generation: Generation,
-                      watch: Watch, toolbox: Toolbox | None) -> AsyncGenerator[Frame, None]:
-        encoder = self.dialect.encoder(call, served)
+    async def frames(self, started: Started) -> AsyncGenerator[Frame, None]:
+        """The call's stream, in the dialect's frames, ending by its contract; closing
+        it early (the client left) cancels the generation."""
+        call, memory, toolbox = started.call, started.memory, started.toolbox
+        encoder = self.dialect.encoder(call, started.served)
         try:
             for frame in encoder.open():
                 yield frame
-            async with contextlib.aclosing(guarded(generation, watch)) as events:
+            async with contextlib.aclosing(guarded(started.generation, started.watch)) as events:
                 async for event in events:
                     if isinstance(event, Failed):
                         for frame in encoder.fail(event.error):
@@ -189,32 +214,32 @@ class GenerationHandler:
             for frame in encoder.close():
                 yield frame
         finally:  # also when the client left mid-stream: the outcome is stored as it is
-            if self.memory is not None:
-                self.memory.keep(call, encoder.outcome())  # type: ignore[attr-defined]
+            if memory is not None:
+                memory.keep(call, encoder.outcome())  # type: ignore[attr-defined]
             if toolbox is not None:
                 await toolbox.aclose()
 
-    async def _complete(self, request: Request, call: Call, served: Served,
-                        generation: Generation, watch: Watch) -> Response:
+    async def _complete(self, request: Request, started: Started) -> Response:
+        call, served, memory = started.call, started.served, started.memory
         accumulator = Accumulator()
 
         async def collect() -> None:
-            async with contextlib.aclosing(guarded(generation, watch)) as events:
+            async with contextlib.aclosing(guarded(started.generation, started.watch)) as events:
                 async for event in events:
                     accumulator.feed(event)
 
         left = await _race_disconnect(request, collect())
         result = accumulator.result
         if left:
-            if self.memory is not None:
+            if memory is not None:
                 body = self.dialect.render(call, served, result)
-                self.memory.keep(call, self.memory.dialect.cancelled(body))
+                memory.keep(call, memory.dialect.cancelled(body))
             return Response(status_code=499)  # nobody is listening any more
         if result.error is not None:
             return error_response(self.dialect, result.error)
         body = self.dialect.render(call, served, result)
-        if self.memory is not None:
-            self.memory.keep(call, body)
+        if memory is not None:
+            memory.keep(call, body)
         return JSONResponse(body)
 
 
@@ -232,11 +257,25 @@ def _with_tools(call: Call, toolbox: Toolbox) -> Call:
 @dataclass(frozen=True, slots=True)
 class Watch:
     """What oversees a request's generation: its deadline (event loop time), the
-    server's drain (None: an app without one) and the access record it fills in."""
+    server's drain (None: an app without one), the access record it fills in, and
+    the switch its client may stop it with (a background response's cancel)."""
 
     deadline: float
     drain: Drain | None
     record: AccessRecord
+    switch: StopSwitch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A call whose generation runs: nothing can refuse it any more."""
+
+    call: Call
+    served: Served
+    generation: Generation
+    watch: Watch
+    toolbox: Toolbox | None  # the request's server-side tools, closed with its stream
+    memory: Memory | None  # where its conversation is kept (stateful dialects)
 
 
 async def guarded(generation: Generation, watch: Watch) -> AsyncGenerator[Event, None]:
@@ -245,7 +284,7 @@ async def guarded(generation: Generation, watch: Watch) -> AsyncGenerator[Event,
     when the engine's stream ends before its final `Usage` (a broken contract), the
     last event is a `Failed`. On the way out (normal end, failure or the consumer
     leaving) the generation is cancelled, which frees what it holds."""
-    stopper = Stopper(watch.deadline, generation, watch.drain)
+    stopper = Stopper(generation, watch)
     record = watch.record
     ended = False
     failure: ParlanceError | None = None
@@ -275,21 +314,21 @@ async def guarded(generation: Generation, watch: Watch) -> AsyncGenerator[Event,
 
 class Stopper:
     """Ends one generation early and remembers why: the request deadline (one timer
-    per request) or the server's drain. The generation is cancelled, its stream then
-    ends (the engine contract) and `guarded` reports `reason`.
+    per request), the server's drain or the request's stop switch. The generation is
+    cancelled, its stream then ends (the engine contract) and `guarded` reports `reason`.
 
     One timer instead of a timeout scope around every event keeps the per-token
     work of the event loop small; on a small CPU that work competes with decoding.
     """
 
-    def __init__(self, deadline: float, generation: Generation, drain: Drain | None) -> None:
+    def __init__(self, generation: Generation, watch: Watch) -> None:
         self.reason: ParlanceError | None = None
         self._generation = generation
         self._settled = False
-        self._drain = drain
-        self._handle = asyncio.get_running_loop().call_at(deadline, self._expire)
-        if drain is not None:
-            drain.enrol(self)
+        self._overseers = [o for o in (watch.drain, watch.switch) if o is not None]
+        self._handle = asyncio.get_running_loop().call_at(watch.deadline, self._expire)
+        for overseer in self._overseers:
+            overseer.enrol(self)
 
     def stop(self, reason: ParlanceError) -> None:
         if self._settled or self.reason is not None:
@@ -305,8 +344,32 @@ class Stopper:
         if not self._settled:
             self._settled = True
             self._handle.cancel()
-            if self._drain is not None:
-                self._drain.leave(self)
+            for overseer in self._overseers:
+                overseer.leave(self)
+
+
+class StopSwitch:
+    """Stops the generation enrolled in it (`Stopper`), now or as soon as it enrols:
+    a background response's cancel endpoint, which may come before the generation's
+    stream is being read."""
+
+    def __init__(self) -> None:
+        self.reason: ParlanceError | None = None
+        self._running: set[Stoppable] = set()
+
+    def stop(self, reason: ParlanceError) -> None:
+        self.reason = reason
+        for work in list(self._running):
+            work.stop(reason)
+
+    def enrol(self, work: Stoppable) -> None:
+        if self.reason is not None:
+            work.stop(self.reason)
+        else:
+            self._running.add(work)
+
+    def leave(self, work: Stoppable) -> None:
+        self._running.discard(work)
 
 
 async def _race_disconnect(request: Request, work: Any) -> bool:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from parlance.core.errors import InvalidRequest
 from parlance.dialects.base import Call, Stateful
-from parlance.store.responses import ResponseStore
+from parlance.store.responses import ResponseStore, StoredResponse
 
 
 class Memory:
@@ -15,18 +16,28 @@ class Memory:
         self.store = store
 
     def recall(self, call: Call) -> Call:
-        """The call with the stored conversation it continues (400 if there is none)."""
+        """The call with the stored conversation it continues (400 if there is none,
+        or if it is still running)."""
         previous_id = self.dialect.previous_id(call)
         if previous_id is None:
             return call
-        previous = self.store.get(previous_id, self.dialect.stored_kind)
+        previous = self.find(previous_id)
         if previous is None:
             raise InvalidRequest(f"Previous response with id '{previous_id}' not found.",
                                  param="previous_response_id",
                                  code="previous_response_not_found")
+        if previous.pending:
+            raise InvalidRequest(f"Previous response with id '{previous_id}' is still "
+                                 "running: continue from it once it has finished.",
+                                 param="previous_response_id",
+                                 code="previous_response_in_progress")
         return self.dialect.continued(call, previous)
 
-    def keep(self, call: Call, response: dict[str, Any]) -> None:
+    def find(self, response_id: str) -> StoredResponse | None:
+        return self.store.get(response_id, self.dialect.stored_kind)
+
+    def keep(self, call: Call, response: dict[str, Any], *, pending: bool = False) -> None:
+        """Store what the dialect keeps of `response`; `pending`: it is still running."""
         record = self.dialect.record(call, response)
         if record is not None:
-            self.store.put(record)
+            self.store.put(replace(record, pending=pending))

@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from parlance.core.errors import ParlanceError
 from parlance.dialects import lmstudio, openai_common
@@ -20,22 +20,25 @@ from parlance.dialects.openai_responses.compact import ResponsesCompaction
 from parlance.dialects.openai_responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
+from parlance.server.background import BackgroundRuns
 from parlance.server.handler import GenerationHandler, ServerSettings
 from parlance.server.info import InfoEndpoints
 from parlance.server.lmstudio_models import LMStudioModels
 from parlance.server.metrics import MetricsEndpoint
 from parlance.server.sealing import server_sealer
+from parlance.server.socket_mode import SocketEndpoint
 from parlance.server.stored_responses import StoredResponses
 from parlance.store.responses import ResponseStore
 
 
-def generation(sealer: Sealer) -> tuple[tuple[str, Dialect[Any]], ...]:
+def generation(sealer: Sealer, responses: OpenAIResponses
+               ) -> tuple[tuple[str, Dialect[Any]], ...]:
     """Which path speaks which dialect. Each OpenAI endpoint is also reachable without
     the /v1 prefix, as llama.cpp allows."""
     return (
         ("/v1/chat/completions", OpenAIChat()),
         ("/v1/completions", OpenAICompletions()),
-        ("/v1/responses", OpenAIResponses(sealer)),
+        ("/v1/responses", responses),
         ("/v1/responses/compact", ResponsesCompaction(sealer)),
         ("/api/v1/chat", LMStudioChat()),
     )
@@ -52,12 +55,15 @@ def error_renderer(path: str) -> Callable[[ParlanceError], ErrorResponse]:
 
 
 def build_routes(models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore, downloads: DownloadManager | None) -> list[Route]:
+                 store: ResponseStore, downloads: DownloadManager | None) -> list[BaseRoute]:
     info = InfoEndpoints(models, settings)
     sealer = server_sealer(settings.data_dir)
-    stored = StoredResponses(models, settings, store, OpenAIResponses(sealer))
+    responses = OpenAIResponses(sealer)
+    runs = BackgroundRuns(responses, responses.framing, store, kind=responses.stored_kind,
+                          keepalive_seconds=settings.keepalive_seconds)
+    stored = StoredResponses(models, settings, store, responses, runs)
     lmstudio = LMStudioModels(models, settings, downloads)
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/api/v1/models", lmstudio.list, methods=["GET"]),
         Route("/api/v1/models/load", lmstudio.load, methods=["POST"]),
         Route("/api/v1/models/unload", lmstudio.unload, methods=["POST"]),
@@ -74,11 +80,16 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
     ]
-    for path, dialect in generation(sealer):
-        handler = GenerationHandler(dialect, models, settings, store)
+    for path, dialect in generation(sealer, responses):
+        handler = GenerationHandler(dialect, models, settings, store,
+                                    runs if dialect is responses else None)
         routes.append(Route(path, handler.handle, methods=["POST"]))
         if path.startswith("/v1/"):
             routes.append(Route(path.removeprefix("/v1"), handler.handle, methods=["POST"]))
+        if dialect is responses:  # WebSocket mode, on the same paths
+            socket = SocketEndpoint(handler, store)
+            routes.append(WebSocketRoute(path, socket.serve))
+            routes.append(WebSocketRoute(path.removeprefix("/v1"), socket.serve))
     # Last: POST to any other path under /v1/responses/ is no endpoint at all.
     routes.append(Route("/v1/responses/{sub_path}", _no_such_endpoint, methods=["POST"]))
     return routes

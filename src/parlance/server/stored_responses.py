@@ -13,6 +13,7 @@ from parlance.dialects.base import Call
 from parlance.dialects.openai_common import render_error
 from parlance.dialects.openai_responses import OpenAIResponses, replay
 from parlance.models.served import ServedModels
+from parlance.server.background import BackgroundRuns
 from parlance.server.body import read_json
 from parlance.server.endpoints import answering
 from parlance.server.handler import ServerSettings
@@ -26,11 +27,12 @@ class StoredResponses:
     in one place (`server.endpoints.answering`)."""
 
     def __init__(self, models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore, dialect: OpenAIResponses) -> None:
+                 store: ResponseStore, dialect: OpenAIResponses, runs: BackgroundRuns) -> None:
         self.models = models
         self.settings = settings
         self.store = store
         self.dialect = dialect
+        self.runs = runs
         self.memory = Memory(self.dialect, store)
         keys = settings.api_keys
         self.retrieve = answering(self._retrieve, keys, render_error)
@@ -48,15 +50,26 @@ class StoredResponses:
         return found
 
     async def _retrieve(self, request: Request) -> Response | EventStreamResponse:
+        """The response as last stored (a background one: as its status last changed),
+        or its stream: a background response's as it was sent, followed live while it
+        runs; any other's replayed from what was stored."""
         stored = self._stored(request)
         after = _int_param(request, "starting_after", None)
         if request.query_params.get("stream", "false").lower() != "true":
             return JSONResponse(stored.response)
+        run = self.runs.find(stored.id)
+        if run is not None:
+            return EventStreamResponse(run.follow(after), framing=self.dialect.framing,
+                                       keepalive_seconds=self.settings.keepalive_seconds,
+                                       on_close=lambda: None)
         return EventStreamResponse(replay(stored.response, after), framing=self.dialect.framing,
                                    keepalive_seconds=0, on_close=lambda: None)
 
     async def _delete(self, request: Request) -> Response:
         stored = self._stored(request)
+        run = self.runs.find(stored.id)
+        if run is not None:
+            await run.cancel()  # a running background response stops first
         self.store.delete(stored.id)
         return JSONResponse({"id": stored.id, "object": "response", "deleted": True})
 
@@ -95,9 +108,16 @@ class StoredResponses:
         return self.dialect.parse(body)
 
     async def _cancel(self, request: Request) -> Response:
-        self._stored(request)
-        raise InvalidRequest("Only background responses can be cancelled, and this server "
-                             "runs none.", param="response_id")
+        """Stop a background response; one that has finished is answered as it is."""
+        stored = self._stored(request)
+        if not stored.response.get("background"):
+            raise InvalidRequest("Only background responses can be cancelled.",
+                                 param="response_id")
+        run = self.runs.find(stored.id)
+        if run is not None:
+            await run.cancel()
+            stored = self._stored(request)
+        return JSONResponse(stored.response)
 
 
 def _int_param(request: Request, name: str, default: int | None) -> Any:

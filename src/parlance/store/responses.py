@@ -2,7 +2,9 @@
 model saw (the chain of earlier turns plus this request's input), so a later
 request can continue from it with `previous_response_id`, even after a restart.
 `kind` says which API stored it ("response" for OpenAI Responses, "chat" for
-LM Studio chats): each continues only its own.
+LM Studio chats): each continues only its own. `pending` marks a response stored
+while it still runs (a background response, at each change of status): one still
+pending when the server starts again was cut short by the stop (`unfinished`).
 
 One SQLite file under the data directory (in memory when there is none). Calls
 are short and run on the event loop's thread; WAL keeps a crash from losing
@@ -24,7 +26,8 @@ CREATE TABLE IF NOT EXISTS responses (
     created_at REAL NOT NULL,
     response TEXT NOT NULL,
     context TEXT NOT NULL,
-    kind TEXT NOT NULL DEFAULT 'response'
+    kind TEXT NOT NULL DEFAULT 'response',
+    pending INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
 """
@@ -38,6 +41,7 @@ class StoredResponse:
     response: dict[str, Any]
     context: list[dict[str, Any]]  # input items (Responses: each with an id)
     kind: str = RESPONSE
+    pending: bool = False  # stored while it still runs
 
 
 class ResponseStore:
@@ -55,27 +59,38 @@ class ResponseStore:
         if "kind" not in columns:  # a store written before chats were stored
             self._db.execute("ALTER TABLE responses ADD COLUMN kind TEXT NOT NULL "
                              f"DEFAULT '{RESPONSE}'")
+        if "pending" not in columns:  # written before background responses
+            self._db.execute("ALTER TABLE responses ADD COLUMN pending INTEGER NOT NULL "
+                             "DEFAULT 0")
 
     def put(self, record: StoredResponse) -> None:
         """Insert or replace (a streamed response is stored again when it ends)."""
         with self._db:
             self._db.execute(
-                "INSERT INTO responses (id, created_at, response, context, kind) "
-                "VALUES (?, ?, ?, ?, ?) "
+                "INSERT INTO responses (id, created_at, response, context, kind, pending) "
+                "VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET response = excluded.response, "
-                "context = excluded.context",
+                "context = excluded.context, pending = excluded.pending",
                 (record.id, time.time(), json.dumps(record.response),
-                 json.dumps(record.context), record.kind))
+                 json.dumps(record.context), record.kind, int(record.pending)))
             self._db.execute(
                 "DELETE FROM responses WHERE id NOT IN "
                 "(SELECT id FROM responses ORDER BY created_at DESC LIMIT ?)", (self.retention,))
 
     def get(self, response_id: str, kind: str = RESPONSE) -> StoredResponse | None:
-        row = self._db.execute("SELECT response, context FROM responses "
+        row = self._db.execute("SELECT response, context, pending FROM responses "
                                "WHERE id = ? AND kind = ?", (response_id, kind)).fetchone()
         if row is None:
             return None
-        return StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]), kind)
+        return StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]), kind,
+                              bool(row[2]))
+
+    def unfinished(self, kind: str = RESPONSE) -> list[StoredResponse]:
+        """The responses stored while they ran and never stored finished."""
+        rows = self._db.execute("SELECT id FROM responses WHERE pending = 1 AND kind = ?",
+                                (kind,)).fetchall()
+        return [found for (response_id,) in rows
+                if (found := self.get(response_id, kind)) is not None]
 
     def delete(self, response_id: str, kind: str = RESPONSE) -> bool:
         with self._db:

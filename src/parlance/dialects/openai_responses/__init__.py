@@ -9,17 +9,17 @@ output item opened and closed in turn, exactly one terminal event
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from parlance.core.accumulate import Completion
-from parlance.core.errors import ContextOverflow, InvalidRequest, ParlanceError
+from parlance.core.errors import Cancelled, ContextOverflow, InvalidRequest, ParlanceError
 from parlance.core.events import Event, Finish, FinishReason, Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Framing, Served
 from parlance.dialects.openai_common import new_id, now, render_error
-from parlance.dialects.openai_responses import mcp
+from parlance.dialects.openai_responses import mcp, socket
 from parlance.dialects.openai_responses import request as wire
 from parlance.dialects.openai_responses.output import OutputBuilder
 from parlance.dialects.openai_responses.sealed import Sealer
@@ -38,6 +38,9 @@ class ResponsesCall(Call):
     body: wire.ResponsesRequest
     items: tuple[dict[str, Any], ...]  # this request's input items
     context: tuple[dict[str, Any], ...]  # every input item the model sees, chain included
+    # WebSocket mode: the lane its events echo, and whether the model runs at all
+    lane: str | None = field(default=None, kw_only=True)
+    generate: bool = field(default=True, kw_only=True)
 
 
 def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]], sealer: Sealer, *,
@@ -99,7 +102,7 @@ def response_object(call: ResponsesCall, model: str, *, status: str,
     fmt = body.text.format if body.text and body.text.format else None
     return {
         "id": call.id, "object": "response", "created_at": call.created_at,
-        "status": status, "background": False,
+        "status": status, "background": body.background,
         "completed_at": now() if status == "completed" else None,
         "error": ({"code": error.code or "server_error", "message": error.message}
                   if error else None),
@@ -162,6 +165,7 @@ class ResponsesEncoder:
         self._sequence = 0
         self._usage: Usage | None = None
         self._reason: FinishReason | None = None
+        self._queued = call.body.background  # until its first event
         self.final: dict[str, Any] | None = None  # the terminal response, once sent
 
     def _frame(self, kind: str, fields: dict[str, Any]) -> Frame:
@@ -177,11 +181,25 @@ class ResponsesEncoder:
                                output=self._builder.items, usage=self._usage, error=error)
 
     def open(self) -> list[Frame]:
+        """A background response is queued until its generation's first event."""
+        if self._queued:
+            start = self.snapshot("queued")
+            return [self._frame("response.created", {"response": start}),
+                    self._frame("response.queued", {"response": start})]
         start = self.snapshot("in_progress")
         return [self._frame("response.created", {"response": start}),
                 self._frame("response.in_progress", {"response": start})]
 
+    def _running(self) -> list[Frame]:
+        if not self._queued:
+            return []
+        self._queued = False
+        return [self._frame("response.in_progress", {"response": self.snapshot("in_progress")})]
+
     def feed(self, event: Event) -> list[Frame]:
+        return self._running() + self._feed(event)
+
+    def _feed(self, event: Event) -> list[Frame]:
         match event:
             case Usage():
                 self._usage = event
@@ -197,11 +215,15 @@ class ResponsesEncoder:
         return self._end("incomplete" if incomplete else "completed")
 
     def fail(self, error: ParlanceError) -> list[Frame]:
+        """`Cancelled` (a background response's cancel) ends it as cancelled, not failed."""
+        if isinstance(error, Cancelled):
+            return self._end("cancelled")
         return self._end("failed", error)
 
     def _end(self, status: str, error: ParlanceError | None = None) -> list[Frame]:
         """Close the open item, then the one terminal event, then [DONE]."""
-        frames = self._frames(self._builder.close(incomplete=status != "completed"))
+        frames = self._running()
+        frames += self._frames(self._builder.close(incomplete=status != "completed"))
         self.final = self.snapshot(status, error)
         terminal = self._frame(terminal_event(status), {"response": self.final})
         return [*frames, terminal, Frame(DONE)]
@@ -226,10 +248,9 @@ class OpenAIResponses:
     def parse(self, body: Any) -> ResponsesCall:
         req = parse_body(wire.ResponsesRequest, body)
         # (continued() rebuilds the request once the stored conversation is known)
-        if req.background:
-            raise InvalidRequest("Background responses are not supported by this server; "
-                                 "send the request without background.", param="background",
-                                 code="unsupported_parameter")
+        if req.background and not req.store:
+            raise InvalidRequest("A background response must be stored: send it without "
+                                 "store: false.", param="background", code="invalid_value")
         if req.previous_response_id is not None and not req.previous_response_id.startswith(
                 "resp_"):
             raise InvalidRequest("previous_response_id must start with 'resp_'.",
@@ -263,6 +284,46 @@ class OpenAIResponses:
     def cancelled(self, response: dict[str, Any]) -> dict[str, Any]:
         return {**response, "status": "cancelled", "completed_at": None,
                 "incomplete_details": None}
+
+    def interrupted(self, response: dict[str, Any]) -> dict[str, Any]:
+        return {**response, "status": "failed", "completed_at": None,
+                "error": {"code": "server_error", "message": "The server stopped before this "
+                          "background response finished."}}
+
+    # -- background responses ---------------------------------------------------
+
+    def in_background(self, call: ResponsesCall) -> bool:
+        return call.body.background
+
+    def progress(self, frame: Frame) -> dict[str, Any] | None:
+        data = frame.data
+        if isinstance(data, dict) and data.get("type") in (
+                "response.created", "response.queued", "response.in_progress"):
+            response: dict[str, Any] = data["response"]
+            return response
+        return None
+
+    # -- WebSocket mode -----------------------------------------------------------
+
+    def socket_call(self, message: Any) -> ResponsesCall | None:
+        create = socket.create_message(message)
+        if create is None:
+            return None
+        body, lane, generate = create
+        return replace(self.parse(body), lane=lane, generate=generate)
+
+    def prepares_only(self, call: ResponsesCall) -> bool:
+        """`generate: false`: the response records its input for later turns; no output."""
+        return not call.generate
+
+    def socket_event(self, call: ResponsesCall, frame: Frame) -> dict[str, Any] | None:
+        return socket.event(frame, call.lane)
+
+    def socket_error(self, error: ParlanceError) -> dict[str, Any]:
+        return socket.error_event(in_responses_terms(error))
+
+    def remembered(self, call: ResponsesCall, response: dict[str, Any]) -> StoredResponse:
+        return StoredResponse(call.id, response, list(call.context))
 
     def shorter(self, call: ResponsesCall) -> ResponsesCall | None:
         """`truncation: "auto"`: the call without its oldest turn, when the context

@@ -1,0 +1,186 @@
+"""WebSocket mode of a generation endpoint (Responses' WebSocket mode on `/v1/responses`).
+
+The handshake is authorized like an HTTP request (its Authorization header); a refusal
+is the HTTP error itself, sent as the handshake's denial response. Then each client
+message asks for one call, served in order of arrival by the endpoint's one generic
+handler: `start` (a refusal becomes an error message carrying its HTTP status, and the
+connection stays open), then `frames`, each sent as one message. The connection
+remembers its latest responses, stored or not, so a call can continue one with
+`previous_response_id` even under `store: false`. A client that leaves cancels the
+running call at once: its frame stream is closed, which cancels the generation and
+stores the outcome as cancelled.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import anyio
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from parlance.core.errors import ParlanceError, PayloadTooLarge, ServerShuttingDown
+from parlance.dialects.base import Call, Frame, Served, SocketMode, Stateful
+from parlance.server.access_log import AccessRecord, new_request_id
+from parlance.server.auth import authorize
+from parlance.server.body import parse_json
+from parlance.server.framing import dumps
+from parlance.server.handler import GenerationHandler, error_json
+from parlance.server.memory import Memory
+from parlance.store.responses import ResponseStore, StoredResponse
+
+CONNECTION_MEMORY = 16  # latest responses a connection keeps to continue from
+WAITING_LIMIT = 64  # messages waiting behind the running call
+
+
+class ConnectionMemory(Memory):
+    """The store, and before it this connection's latest responses (also those not
+    stored): they are found first, and gone with the connection."""
+
+    def __init__(self, dialect: Any, store: ResponseStore, keep: int = CONNECTION_MEMORY):
+        super().__init__(dialect, store)
+        self._socket: SocketMode[Any] = dialect
+        self._keep = keep
+        self._recent: OrderedDict[str, StoredResponse] = OrderedDict()
+
+    def find(self, response_id: str) -> StoredResponse | None:
+        recent = self._recent.get(response_id)
+        return recent if recent is not None else super().find(response_id)
+
+    def keep(self, call: Call, response: dict[str, Any], *, pending: bool = False) -> None:
+        record = self._socket.remembered(call, response)
+        self._recent[record.id] = record
+        self._recent.move_to_end(record.id)
+        while len(self._recent) > self._keep:
+            self._recent.popitem(last=False)
+        super().keep(call, response, pending=pending)
+
+
+class Inbox:
+    """Client messages waiting for the call before them to end."""
+
+    def __init__(self) -> None:
+        self._waiting: deque[str | bytes] = deque()
+        self._arrival = anyio.Event()
+
+    def put(self, message: str | bytes) -> bool:
+        if len(self._waiting) >= WAITING_LIMIT:
+            return False
+        self._waiting.append(message)
+        self._arrival.set()
+        return True
+
+    async def get(self) -> str | bytes:
+        while not self._waiting:
+            self._arrival = anyio.Event()
+            await self._arrival.wait()
+        return self._waiting.popleft()
+
+
+class SocketEndpoint:
+    def __init__(self, handler: GenerationHandler, store: ResponseStore) -> None:
+        dialect = handler.dialect
+        if not isinstance(dialect, SocketMode) or not isinstance(dialect, Stateful):
+            raise TypeError(f"{type(dialect).__name__} has no WebSocket mode")
+        self.handler = handler
+        self.dialect: SocketMode[Any] = dialect
+        self.store = store
+
+    async def serve(self, websocket: WebSocket) -> None:
+        drain = getattr(websocket.app.state, "drain", None)
+        try:
+            if drain is not None and drain.draining:
+                raise ServerShuttingDown()
+            authorize(websocket, self.handler.settings.api_keys)
+        except ParlanceError as exc:
+            await _deny(websocket, self.handler, exc)
+            return
+        await websocket.accept()
+        memory = ConnectionMemory(self.dialect, self.store)
+        inbox = Inbox()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._listen, websocket, inbox, group.cancel_scope)
+                while True:
+                    await self._answer(websocket, await inbox.get(), memory)
+        except* (WebSocketDisconnect, OSError):
+            pass  # the client went away while we were sending
+
+    async def _listen(self, websocket: WebSocket, inbox: Inbox,
+                      connection: anyio.CancelScope) -> None:
+        """Reads while a call runs, so a client that leaves is seen at once."""
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                connection.cancel()  # the running call's stream is closed: cancelled
+                return
+            data = message.get("text")
+            data = data if data is not None else message.get("bytes") or b""
+            if not inbox.put(data):
+                await self._send(websocket, self.dialect.socket_error(ParlanceError(
+                    f"More than {WAITING_LIMIT} messages are waiting for the running "
+                    "response; this one was dropped.", code="too_many_waiting")))
+
+    async def _answer(self, websocket: WebSocket, message: str | bytes,
+                      memory: ConnectionMemory) -> None:
+        """One client message: its call's events, or the error refusing it."""
+        handler = self.handler
+        frames: AsyncGenerator[Frame, None]
+        try:
+            drain = getattr(websocket.app.state, "drain", None)
+            if drain is not None and drain.draining:
+                raise ServerShuttingDown()
+            raw = message.encode() if isinstance(message, str) else message
+            if len(raw) > handler.settings.max_body_bytes:
+                raise PayloadTooLarge("The message is larger than this server accepts "
+                                      f"({handler.settings.max_body_bytes // 2**20} MiB).")
+            call = await parse_json(raw, self.dialect.socket_call)
+            if call is None:
+                return  # an acknowledgement
+            if self.dialect.prepares_only(call):
+                call = memory.recall(call)
+                frames = _stream(self._prepared(call, memory))
+            else:
+                started = await handler.start(
+                    call, handler.watch(websocket.app, AccessRecord(new_request_id())), memory)
+                call, frames = started.call, handler.frames(started)
+        except ParlanceError as exc:
+            await self._send(websocket, self.dialect.socket_error(exc))
+            return
+        try:
+            async for frame in frames:
+                event = self.dialect.socket_event(call, frame)
+                if event is not None:
+                    await self._send(websocket, event)
+        finally:  # closed in this task, even when the client left (cancelled)
+            with anyio.CancelScope(shield=True):
+                await frames.aclose()
+
+    def _prepared(self, call: Call, memory: ConnectionMemory) -> list[Frame]:
+        """`generate: false`: the response only records its input (for a later call to
+        continue from); the model does not run."""
+        spec = self.handler.models.spec(call.request.model)  # 404: no such model
+        name = call.request.model or spec.id
+        encoder = self.handler.dialect.encoder(call, Served(name, ()))
+        frames = [*encoder.open(), *encoder.close()]
+        memory.keep(call, encoder.outcome())  # type: ignore[attr-defined]
+        return frames
+
+    async def _send(self, websocket: WebSocket, event: dict[str, Any]) -> None:
+        await websocket.send_text(dumps(event))
+
+
+async def _stream(frames: list[Frame]) -> AsyncGenerator[Frame, None]:
+    for frame in frames:
+        yield frame
+
+
+async def _deny(websocket: WebSocket, handler: GenerationHandler, error: ParlanceError) -> None:
+    """The HTTP error as the handshake's answer; where the server cannot send one, a
+    close (which the server answers 403)."""
+    await websocket.receive()  # websocket.connect
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(error_json(handler.dialect.render_error(error)))
+    else:
+        await websocket.close(code=1008)  # policy violation
