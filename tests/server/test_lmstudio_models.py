@@ -226,7 +226,7 @@ def lmstudio_error(response: httpx.Response, param: str) -> dict:
 @pytest.mark.parametrize(("chosen", "param"), [
     ({"context_length": 1_000_000_000, "parallel": 64}, "context_length"),  # the OOM kill
     ({"context_length": 2**32 + 64}, "context_length"),  # loaded with 256 cells before
-    ({"context_length": 8193}, "context_length"),  # more than SmolLM2 was trained for
+    ({"context_length": 2**22 + 1}, "context_length"),  # over MAX_CONTEXT
     ({"context_length": 63}, "context_length"),
     ({"context_length": 0}, "context_length"),
     ({"parallel": 0}, "parallel"),
@@ -314,7 +314,7 @@ async def test_chat_context_length_is_checked_by_the_same_plan(client, loader):
                                                  "context_length": 1_000_000_000,
                                                  "stream": stream})
         error = lmstudio_error(response, "context_length")  # before the stream starts
-        assert "8192" in error["message"]
+        assert "1000000000" in error["message"]
     assert loader.loaded == []
     # a loaded model ignores the option, but not an absurd value
     warm = await client.post(CHAT, json={"model": "fake-model", "input": "hi",
@@ -345,7 +345,8 @@ async def test_downloads_over_http(tmp_path):
             url = f"{origin.base_url}/plain/tiny-q4.gguf"
             job = (await client.post("/api/v1/models/download", json={"model": url})).json()
             assert job["status"] in ("downloading", "completed")
-            for _ in range(200):
+            deadline = time.monotonic() + 60  # a generous bound: the machine may be busy
+            while time.monotonic() < deadline:
                 status = (await client.get(
                     f"/api/v1/models/download/status/{job['job_id']}")).json()
                 if status["status"] == "completed":

@@ -2,8 +2,10 @@
 
 Whoever asks for a load (LM Studio's load endpoint, `context_length` on a chat that
 loads a cold model, `parlance serve --ctx-size/--parallel`) goes through `plan_load`:
-each value is resolved against the server's defaults, held to a range (a context no
-larger than the model was trained for, cells that fit llama.cpp's uint32 `n_ctx`),
+each value is resolved against the server's defaults, held to a range (cells that fit
+llama.cpp's uint32 `n_ctx`; a context beyond the one the model was trained for is
+allowed, as llama.cpp allows it, because agent clients send prompts longer than a small
+model's training context and memory is what really bounds it),
 and the whole load's memory is estimated, so `check_fits` can refuse it against the
 memory budget and the memory the machine has free, with a 400 that names the parameter.
 """
@@ -19,7 +21,6 @@ from parlance.models.memory_estimate import (
     MemoryEstimate,
     ModelShape,
     estimate,
-    kv_cells,
     model_shape,
 )
 from parlance.models.registry import ModelSpec
@@ -28,11 +29,12 @@ __all__ = ["LoadDefaults", "LoadOptions", "LoadPlan", "check_fits", "plan_load",
 
 MIN_CONTEXT = 64
 DEFAULT_CONTEXT = 4096  # when neither the client, the server nor the preset chose one
-MAX_CONTEXT_UNKNOWN = 1 << 20  # for a model whose header does not give its trained context
+# Tokens per sequence; memory refuses far less on most machines. Times MAX_PARALLEL
+# it stays within llama.cpp's uint32 n_ctx.
+MAX_CONTEXT = 1 << 22
 MAX_PARALLEL = 64
 DEFAULT_EVAL_BATCH = 512
 MAX_EVAL_BATCH = 8192
-MAX_CELLS = 2**32 - 1  # llama.cpp's n_ctx is a uint32
 MIN_MEMORY_MARGIN = 256 << 20  # what is left to the rest of the machine, at least
 _MIB = 1 << 20
 
@@ -80,13 +82,10 @@ def plan_load(spec: ModelSpec, options: LoadOptions, defaults: LoadDefaults) -> 
     """Resolve and range-check a load; InvalidRequest naming the parameter otherwise."""
     shape = model_shape(_path(spec))
     trained = shape.trained_context
-    high = trained or MAX_CONTEXT_UNKNOWN
     context = _first(options.context_length, defaults.context_length, spec.ctx_size)
     if context is None:  # nobody chose: the default, within what the model was trained for
-        context = min(DEFAULT_CONTEXT, high)
-    _in_range(context, MIN_CONTEXT, high, "context_length",
-              f"the context this model was trained for is {trained} tokens" if trained
-              else "this model's header does not give its trained context")
+        context = min(DEFAULT_CONTEXT, trained or DEFAULT_CONTEXT)
+    _in_range(context, MIN_CONTEXT, MAX_CONTEXT, "context_length", "tokens per sequence")
     parallel = _first(options.parallel, defaults.parallel) or 0
     _in_range(parallel, 1, MAX_PARALLEL, "parallel", "sequences decoded together")
     batch = _first(options.eval_batch_size, defaults.eval_batch_size) or 0
@@ -94,11 +93,6 @@ def plan_load(spec: ModelSpec, options: LoadOptions, defaults: LoadDefaults) -> 
     _in_range(batch, parallel, MAX_EVAL_BATCH, "eval_batch_size",
               "at least one token per parallel slot")
     unified = defaults.kv_unified
-    if kv_cells(context, parallel, unified) > MAX_CELLS:
-        raise InvalidRequest(
-            f"context_length {context} times parallel {parallel} is more KV cells than "
-            f"llama.cpp can address ({MAX_CELLS}).", param="context_length",
-            code="invalid_value")
     memory = estimate(shape, context_length=context, parallel=parallel,
                       eval_batch_size=batch, unified=unified)
     return LoadPlan(context, parallel, batch, unified, memory, shape, options)
