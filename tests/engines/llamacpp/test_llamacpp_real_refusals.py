@@ -26,6 +26,37 @@ async def test_prompt_alone_over_the_context(engine):
     assert info.value.param == "messages"
 
 
+@pytest.mark.parametrize("kind", ["chat", "text", "suffix"])
+async def test_a_prompt_too_long_for_any_tokenization_is_refused_untokenized(engine,
+                                                                             monkeypatch, kind):
+    """No token of the vocabulary spells more than a few dozen bytes, so a prompt of
+    100 bytes per context cell cannot fit, and tokenizing it would only burn CPU."""
+    calls: list[int] = []
+    tokenize = engine.model.tokenize
+
+    def counted(text: str, **kw: bool) -> list[int]:
+        calls.append(len(text))
+        return tokenize(text, **kw)
+
+    monkeypatch.setattr(engine.model, "tokenize", counted)
+    huge = "word " * (20 * N_CTX)
+    request = {"chat": chat_request(huge), "text": text_request(huge),
+               "suffix": text_request("def f():", suffix=huge)}[kind]
+    with pytest.raises(ContextOverflow) as info:
+        await engine.start(request)
+    assert "at least" in info.value.message
+    assert not [n for n in calls if n >= len(huge)]
+
+
+@pytest.mark.parametrize("text", [
+    "Hello, world! " * 50, " " * 5000, "\n\n\t  " * 300, "🐱日本語" * 200,
+    "<|im_start|>user\nHi<|im_end|>" * 100, "x" * 3000, "def f():\n    return 1\n" * 100,
+])
+def test_the_floor_on_tokens_holds(engine, text):
+    tokens = engine.model.tokenize(text, add_special=True, parse_special=True)
+    assert engine.model.fewest_tokens(len(text.encode())) <= len(tokens)
+
+
 async def test_exactly_filling_the_context_is_allowed(engine):
     prompt_tokens = (await run(engine, text_request(TEXT_PROMPT, max_tokens=1))).prompt_tokens
     generation = await engine.start(text_request(TEXT_PROMPT, max_tokens=N_CTX - prompt_tokens))

@@ -5,9 +5,11 @@ them to the batching scheduler. Everything that can be refused is refused in
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
+from typing import Any, TypeVar
 
 import llguidance
 
@@ -23,8 +25,14 @@ from parlance.engines.base import PromptInfo
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
 from parlance.engines.llamacpp.guide import GuidePlan
+from parlance.engines.llamacpp.in_flight import InFlight
 from parlance.engines.llamacpp.job import GroupSpec, Job, LlamaGeneration
-from parlance.engines.llamacpp.model import ContextSettings, LlamaModel, ProgressCallback
+from parlance.engines.llamacpp.model import (
+    MIN_LONGEST_PIECE,
+    ContextSettings,
+    LlamaModel,
+    ProgressCallback,
+)
 from parlance.engines.llamacpp.plan import build_plan, render_chat
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scheduler import Scheduler
@@ -32,6 +40,7 @@ from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
 
 DEFAULT_MAX_WAITING = 64
+T = TypeVar("T")
 
 
 class LlamaCppEngine:
@@ -42,6 +51,7 @@ class LlamaCppEngine:
         self.context_length = model.n_ctx
         self.slots = model.settings.parallel
         self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting)
+        self._preparing = InFlight()
 
     @property
     def metrics(self) -> EngineMetrics:
@@ -70,7 +80,7 @@ class LlamaCppEngine:
         self._check_sequences(request)
         # Template, tokens and grammars grow with the request: off the event loop.
         # (Tokenizing reads only the vocabulary, safe beside the decoding thread.)
-        token_lists, budgets, prompts, plan = await asyncio.to_thread(self._prepare, request)
+        token_lists, budgets, prompts, plan = await self._off_loop(self._prepare, request)
         scheduler = self.scheduler
         job = Job(stop=request.stop, logprobs=request.logprobs, echo=request.echo,
                   outbox=scheduler.outbox, on_cancel=scheduler.wake)
@@ -91,16 +101,22 @@ class LlamaCppEngine:
         return LlamaGeneration(job, prompts)
 
     async def count_tokens(self, request: GenerationRequest) -> int:
-        return len(await asyncio.to_thread(self._tokens, request.prompts[0], request))
+        return await self._off_loop(self._count, request.prompts[0], request)
 
     async def clear_cache(self) -> None:
         """Forget every cached prompt prefix (waits until no request is running)."""
         await asyncio.to_thread(self.scheduler.clear_cache().wait)
 
     async def aclose(self) -> None:
-        # Never free the model under a thread that may still be decoding with it.
-        if await asyncio.to_thread(self.scheduler.close):
+        # Never free the model under a thread that may still be decoding with it, or
+        # tokenizing for a request being prepared.
+        if await asyncio.to_thread(self.scheduler.close) and await asyncio.to_thread(
+                self._preparing.close):
             self.model.close()
+
+    async def _off_loop(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`work` on a worker thread, counted so that the model outlives it."""
+        return await asyncio.to_thread(self._preparing.run, work, *args, **kwargs)
 
     # -- preparation ------------------------------------------------------------
 
@@ -127,19 +143,31 @@ class LlamaCppEngine:
             list[list[int]], list[int], tuple[PromptInfo, ...], GuidePlan | None]:
         """Each prompt's tokens and budget, the prompts as evaluated, and the guide plan.
         Runs on a worker thread."""
-        token_lists = [self._tokens(p, request) for p in request.prompts]
-        plan = self._plan(request)
+        texts = [self._chat_text(p, request) for p in request.prompts]
+        token_lists = [self._tokens(p, t, request) for p, t in zip(request.prompts, texts,
+                                                                    strict=True)]
+        plan = self._plan(request, next((t for t in texts if t is not None), None))
         budgets = [self._budget(tokens, request) for tokens in token_lists]
         prompts = tuple(PromptInfo(self._text(t), len(t)) for t in token_lists)
         return token_lists, budgets, prompts, plan
 
-    def _plan(self, request: GenerationRequest) -> GuidePlan | None:
-        chats = [p for p in request.prompts if isinstance(p, ChatInput)]
-        if not chats:
+    def _count(self, prompt: PromptInput, request: GenerationRequest) -> int:
+        """The prompt's tokens, counted however many there are (no context check)."""
+        return len(self._tokens(prompt, self._chat_text(prompt, request), request,
+                                bounded=False))
+
+    def _chat_text(self, prompt: PromptInput, request: GenerationRequest) -> str | None:
+        """A chat prompt rendered by the template (None for a text prompt)."""
+        if not isinstance(prompt, ChatInput):
             return None
-        text = render_chat(self.template, request, chats[0].messages)
-        return build_plan(request, self.template, text, self.tokenizer, self.model.n_vocab,
-                          self._literal)
+        return render_chat(self.template, request, prompt.messages)
+
+    def _plan(self, request: GenerationRequest, chat_text: str | None) -> GuidePlan | None:
+        """The guide plan, from the first chat prompt as rendered (none without one)."""
+        if chat_text is None:
+            return None
+        return build_plan(request, self.template, chat_text, self.tokenizer,
+                          self.model.n_vocab, self._literal)
 
     def _literal(self, marker: str) -> str:
         """A syntax marker in a grammar: by token id when it is one special token."""
@@ -149,10 +177,17 @@ class LlamaCppEngine:
             return f"<[{ids[0]}]>"
         return quoted(marker)
 
-    def _tokens(self, prompt: PromptInput, request: GenerationRequest) -> list[int]:
+    def _tokens(self, prompt: PromptInput, chat_text: str | None, request: GenerationRequest,
+                *, bounded: bool = True) -> list[int]:
+        """The prompt's tokens (`chat_text`: a chat prompt as rendered). `bounded`: a text
+        too long for the context is refused before it is tokenized."""
         model = self.model
-        if isinstance(prompt, ChatInput):
-            text = render_chat(self.template, request, prompt.messages)
+        if bounded:
+            texts = (prompt.text, prompt.suffix) if isinstance(prompt, TextInput) else ()
+            for text in (chat_text, *texts):
+                self._check_length(text, request)
+        if chat_text is not None:
+            text = chat_text
             bos = model.special_text(model.bos)
             add_bos = model.add_bos and not (bos and text.startswith(bos))
             tokens = model.tokenize(text, add_special=add_bos, parse_special=True)
@@ -181,19 +216,34 @@ class LlamaCppEngine:
                 + [suf] + tokenize(prompt.suffix or "", add_special=False, parse_special=False)
                 + [mid])
 
+    def _check_length(self, text: str | None, request: GenerationRequest) -> None:
+        """Refuse a text that has more tokens than the context holds, whatever they are:
+        tokenizing it would take seconds of CPU per megabyte, to be refused anyway."""
+        if text is None or len(text) <= self.context_length * MIN_LONGEST_PIECE:
+            return  # it may fit: no token stands for fewer bytes than that
+        fewest = self.model.fewest_tokens(len(text))  # (characters: at most its bytes)
+        if fewest > self.context_length:
+            raise self._overflow(fewest, request, at_least=True)
+
     def _budget(self, tokens: list[int], request: GenerationRequest) -> int:
         n_ctx = self.context_length
         wanted = request.max_tokens
-        needed = len(tokens) + (wanted if wanted is not None else 1)
-        if needed > n_ctx:
-            detail = f" + {wanted} max tokens" if wanted is not None else ""
-            raise ContextOverflow(
-                f"This model's maximum context length is {n_ctx} tokens, but the request "
-                f"needs {needed} ({len(tokens)} prompt tokens{detail}).",
-                param="max_tokens" if wanted is not None else "messages",
-                code="context_length_exceeded",
-            )
+        if len(tokens) + (wanted if wanted is not None else 1) > n_ctx:
+            raise self._overflow(len(tokens), request)
         return wanted if wanted is not None else n_ctx - len(tokens)
+
+    def _overflow(self, prompt_tokens: int, request: GenerationRequest, *,
+                  at_least: bool = False) -> ContextOverflow:
+        wanted = request.max_tokens
+        needed = prompt_tokens + (wanted if wanted is not None else 1)
+        detail = f" + {wanted} max tokens" if wanted is not None else ""
+        some = "at least " if at_least else ""
+        return ContextOverflow(
+            f"This model's maximum context length is {self.context_length} tokens, but the "
+            f"request needs {some}{needed} ({some}{prompt_tokens} prompt tokens{detail}).",
+            param="max_tokens" if wanted is not None else "messages",
+            code="context_length_exceeded",
+        )
 
     def _check_logit_bias(self, request: GenerationRequest) -> None:
         for token, _ in request.sampling.logit_bias:

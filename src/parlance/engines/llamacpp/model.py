@@ -11,6 +11,7 @@ import ctypes
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import llama_cpp
@@ -23,6 +24,9 @@ from parlance.engines.llamacpp.logits import LogitsRows
 llama_cpp._logger.logger.setLevel(logging.ERROR)
 
 ProgressCallback = Callable[[float], None]
+TOKEN_SLICE = 1 << 16  # tokens converted to a Python list per step
+MIN_LONGEST_PIECE = 4  # bytes: an unknown character (one UTF-8 character at most)
+SPELLING_VOCABS = (llama_cpp.LLAMA_VOCAB_TYPE_SPM, llama_cpp.LLAMA_VOCAB_TYPE_BPE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,20 +137,45 @@ class LlamaModel:
             n = llama_cpp.llama_tokenize(
                 self.vocab, data, len(data), buf, capacity, add_special, parse_special
             )
-        return list(buf[:n])
+        # A slice at a time: one slice of millions of tokens holds the GIL for hundreds
+        # of ms, and tokenizing runs beside the event loop.
+        tokens: list[int] = []
+        for start in range(0, n, TOKEN_SLICE):
+            tokens += buf[start:min(n, start + TOKEN_SLICE)]
+        return tokens
+
+    def fewest_tokens(self, n_bytes: int) -> int:
+        """A floor on the tokens of any text of `n_bytes` bytes: for vocabularies whose
+        tokens spell the text (BPE, SentencePiece), a token stands for at most its own
+        piece, an unknown character for at most 4 bytes. 0 for other vocabularies."""
+        longest = self._longest_piece
+        return -(-n_bytes // longest) if longest else 0
+
+    @cached_property
+    def _longest_piece(self) -> int:
+        """The most text bytes one token can stand for (0: no such bound); built on first
+        use (a pass over the vocabulary, about a second for 50k tokens)."""
+        if llama_cpp.llama_vocab_type(self.vocab) not in SPELLING_VOCABS:
+            return 0
+        lengths = (len(self._spell(t, special)) for t in range(self.n_vocab)
+                   for special in (False, True))
+        return max(MIN_LONGEST_PIECE, max(lengths, default=0))
 
     def piece(self, token: int, *, special: bool = False) -> bytes:
         """The raw bytes of one token (cached; may be part of a UTF-8 character)."""
         key = token if not special else -token - 1
         cached = self._pieces.get(key)
         if cached is None:
-            buf = ctypes.create_string_buffer(64)
-            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
-            if n < 0:
-                buf = ctypes.create_string_buffer(-n)
-                n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
-            cached = self._pieces[key] = buf.raw[:n]
+            cached = self._pieces[key] = self._spell(token, special)
         return cached
+
+    def _spell(self, token: int, special: bool) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        return buf.raw[:n]
 
     def is_valid_token(self, token: int) -> bool:
         return 0 <= token < self.n_vocab
