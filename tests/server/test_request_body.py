@@ -104,6 +104,17 @@ async def test_a_surrogate_pair_is_a_character_not_a_refusal():
     assert engine.requests[0].prompts[0].messages[0].content == "🐱"
 
 
+@pytest.mark.parametrize("path", [CHAT, "/api/v1/chat"])
+async def test_a_body_of_too_many_objects_is_refused(monkeypatch, path):
+    monkeypatch.setattr(strict_json, "MAX_OBJECTS", 10)
+    messages = [{"role": "user", "content": "Hi"}]
+    fits = {"model": "fake-model", "messages": messages * 9, "input": "Hi"}
+    assert (await post_raw(path, json.dumps(fits))).status_code == 200
+    response = await post_raw(path, json.dumps({**fits, "messages": messages * 10}))
+    assert response.status_code == 400
+    assert checked_error(path, response)["code"] == "too_many_objects"
+
+
 # -- the size limit -------------------------------------------------------------------
 
 LIMIT = 4096
