@@ -116,7 +116,11 @@ class LlamaGeneration:
         return self._job
 
     def cancel(self) -> None:
+        """The stream ends at once, after what was already delivered (on the event
+        loop); the scheduler frees the slot at its next step, which on a loaded
+        machine may be seconds away, and nobody has to wait for that."""
         self._job.cancel()
+        self._job.receive(_END)
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         job, items = self._job, self._job.items
