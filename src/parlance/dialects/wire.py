@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    model_validator,
+)
 
 from parlance.core.errors import InvalidRequest
 
@@ -13,8 +20,42 @@ M = TypeVar("M", bound=BaseModel)
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
+# Items of a long list validated per pydantic call (see WireModel._long_lists_in_slices).
+LIST_SLICE = 1000
+
+
 class WireModel(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _long_lists_in_slices(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        """A long list field is validated a slice at a time. Pydantic holds the GIL for
+        a whole call (50k messages: a quarter of a second), and bodies are parsed on a
+        worker thread beside the event loop, which gets its turn between slices. A body
+        that fails is validated again whole, so the error names its item's true index."""
+        long = {key: value for key, value in data.items()
+                if isinstance(value, list) and len(value) > LIST_SLICE
+                } if isinstance(data, dict) else {}
+        if not long:
+            return handler(data)
+        names = {info.alias or name: name for name, info in cls.model_fields.items()}
+        try:
+            head = {**data, **{key: value[:LIST_SLICE] for key, value in long.items()}}
+            model = handler(head)
+            update = {}
+            for key, value in long.items():
+                name = names.get(key)
+                items = getattr(model, name) if name else None
+                if not isinstance(items, list):
+                    continue  # an unknown field (ignored), or one that is not a list
+                for start in range(LIST_SLICE, len(value), LIST_SLICE):
+                    items = items + getattr(
+                        handler({**head, key: value[start:start + LIST_SLICE]}), name)
+                update[name] = items
+            return model.model_copy(update=update)
+        except ValidationError:
+            return handler(data)
 
 
 def param_path(loc: tuple[Any, ...], body: Any = None) -> str:
