@@ -6,6 +6,7 @@ errors nobody caught are answered in the envelope of the path's API."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 from collections.abc import AsyncIterator
@@ -189,6 +190,24 @@ async def test_a_large_body_is_decoded_while_the_loop_answers_others(monkeypatch
         response = await client.post(CHAT, content=json.dumps(big).encode())
     assert response.status_code == 200
     assert waited == [True] and health == [200]
+
+
+@pytest.mark.parametrize(("size", "paused"), [(1_000, False), (200_000, True)])
+async def test_a_large_body_is_parsed_with_the_collector_paused(monkeypatch, size, paused):
+    seen: list[bool] = []
+    decode = strict_json.decode
+
+    def observed(raw: bytes):
+        seen.append(gc.isenabled())
+        return decode(raw)
+
+    monkeypatch.setattr(strict_json, "decode", observed)
+    gc.enable()
+    big = {"model": "fake-model", "messages": [{"role": "user", "content": "x" * size}]}
+    async with client_for(make_app(FakeEngine())) as client:
+        assert (await client.post(CHAT, json=big)).status_code == 200
+    assert seen == [not paused]
+    assert gc.isenabled()
 
 
 # -- errors no endpoint caught ----------------------------------------------------------

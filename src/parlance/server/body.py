@@ -12,6 +12,7 @@ from starlette.requests import Request
 
 from parlance.core.errors import PayloadTooLarge
 from parlance.server import strict_json
+from parlance.server.gc_pause import collector_paused
 
 T = TypeVar("T")
 
@@ -55,9 +56,11 @@ async def read_json(request: Request, limit: int,
 async def parse_json(raw: bytes, parse: Callable[[Any], T] = _identity) -> T:
     """`parse(decoded raw)`, as for a body (a WebSocket message is read this way too)."""
 
-    def work() -> T:
+    if len(raw) <= INLINE_BYTES:
         return parse(strict_json.decode(raw))
 
-    if len(raw) <= INLINE_BYTES:
-        return work()
+    def work() -> T:
+        with collector_paused():
+            return parse(strict_json.decode(raw))
+
     return await anyio.to_thread.run_sync(work)
