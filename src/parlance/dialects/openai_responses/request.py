@@ -191,7 +191,9 @@ def messages_of(items: list[dict[str, Any]], sealer: Sealer) -> list[Message]:
             case "message":
                 out.append(_message(item, where))
             case "function_call":
-                name = model_name(_text_field(item, "name", where), item.get("namespace"))
+                namespace = item.get("namespace")
+                name = model_name(_text_field(item, "name", where),
+                                  namespace if isinstance(namespace, str) else None)
                 _join_call(out, ToolCall(_text_field(item, "call_id", where), name,
                                          str(item.get("arguments", ""))))
             case _ if kind in calls.CALLS:
