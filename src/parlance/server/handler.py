@@ -3,6 +3,8 @@
 parse → resolve model → engine.start (all refusals happen here, before any
 byte is sent) → either a frame stream or `render(accumulate(events))`.
 It owns the request deadline, the mid-stream error frame and cancellation.
+Its `start` and `frames` also serve WebSocket mode (`server/socket_mode.py`) and
+background responses (`server/background.py`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from parlance.dialects.openai_responses.sealed import Sealer
 from parlance.dialects.wire import WireModel, parse_body
 from parlance.store.responses import StoredResponse
 
-SUMMARY_MAX_TOKENS = 1024
+SUMMARY_MAX_TOKENS = 512  # about 400 words: room for a handoff, bounded time on a CPU
 SUMMARISE = (
     "Summarise the conversation above so that it can be continued from your summary "
     "alone: the user's goals and requests, what has been done and found (tool calls and "
