@@ -23,6 +23,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import FakeEngine, Generated
+from parlance.server.socket_mode import WAITING_LIMIT
 from tests.conftest import make_app
 from tests.live_server import serving
 from tests.openresponses import check_event, checked_events
@@ -149,6 +150,26 @@ async def test_lanes_are_echoed_and_generate_false_only_records():
                                    "previous_response_id": warm[-1]["response"]["id"]})
         assert "stream_id" not in turn[0]
     assert [m.content for m in engine.requests[-1].prompts[0].messages] == ["Context.", "Now."]
+
+
+async def test_messages_wait_their_turn_within_a_bound():
+    engine = FakeEngine()
+    gate = asyncio.Event()
+    engine.enqueue(gate, TextDelta("First."), Finish(FinishReason.STOP), Usage(5, 1))
+    async with serving(make_app(engine)) as host, connect(f"ws://{host}/v1/responses") as ws:
+        await ws.send(json.dumps(HELLO))
+        assert (await receive(ws))["type"] == "response.created"
+        for _ in range(WAITING_LIMIT):  # each waits for the one before it
+            await ws.send(json.dumps({**HELLO, "max_output_tokens": 1}))
+        await ws.send(json.dumps(HELLO))  # one too many
+        events = [await receive(ws)]
+        while events[-1]["type"] != "error":
+            events.append(await receive(ws))
+        assert events[-1]["status"] == 429
+        gate.set()
+        done = 0
+        while done < 1 + WAITING_LIMIT:  # then every one that waited is answered in turn
+            done += (await receive(ws))["type"] in TERMINAL
 
 
 async def test_api_key_on_the_handshake():

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from parlance.core.errors import ParlanceError, PayloadTooLarge, ServerShuttingDown
+from parlance.core.errors import Overloaded, ParlanceError, PayloadTooLarge, ServerShuttingDown
 from parlance.dialects.base import Call, Frame, Served, SocketMode, Stateful
 from parlance.server.access_log import AccessRecord, new_request_id
 from parlance.server.auth import authorize
@@ -118,9 +118,9 @@ class SocketEndpoint:
             data = message.get("text")
             data = data if data is not None else message.get("bytes") or b""
             if not inbox.put(data):
-                await self._send(websocket, self.dialect.socket_error(ParlanceError(
-                    f"More than {WAITING_LIMIT} messages are waiting for the running "
-                    "response; this one was dropped.", code="too_many_waiting")))
+                await self._send(websocket, self.dialect.socket_error(Overloaded(
+                    f"{WAITING_LIMIT} messages are waiting for the running response "
+                    "already; this one was dropped.")))
 
     async def _answer(self, websocket: WebSocket, message: str | bytes,
                       memory: ConnectionMemory) -> None:
