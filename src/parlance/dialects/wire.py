@@ -43,11 +43,10 @@ class WireModel(BaseModel):
         try:
             head = {**data, **{key: value[:LIST_SLICE] for key, value in long.items()}}
             model = handler(head)
-            update = {}
+            update: dict[str, list[Any]] = {}
             for key, value in long.items():
                 name = names.get(key)
-                items = getattr(model, name) if name else None
-                if not isinstance(items, list):
+                if name is None or not isinstance(items := getattr(model, name), list):
                     continue  # an unknown field (ignored), or one that is not a list
                 for start in range(LIST_SLICE, len(value), LIST_SLICE):
                     items = items + getattr(

@@ -186,8 +186,9 @@ class LlamaCppEngine:
             texts = (prompt.text, prompt.suffix) if isinstance(prompt, TextInput) else ()
             for text in (chat_text, *texts):
                 self._check_length(text, request)
-        if chat_text is not None:
-            text = chat_text
+        if isinstance(prompt, ChatInput):
+            text = (chat_text if chat_text is not None
+                    else render_chat(self.template, request, prompt.messages))
             bos = model.special_text(model.bos)
             add_bos = model.add_bos and not (bos and text.startswith(bos))
             tokens = model.tokenize(text, add_special=add_bos, parse_special=True)
