@@ -21,6 +21,7 @@ from parlance.engines.fake import FakeEngine, Generated
 from tests.conformance.test_openai_sdk import sdk
 from tests.conftest import make_app
 from tests.engines.test_freeform_grammar import APPLY_PATCH_LARK
+from tests.openresponses import check_response, checked_events
 
 RESPONSES = "/v1/responses"
 HELLO = {"model": "fake-model", "input": "Hello!"}
@@ -290,7 +291,9 @@ SEALED = {**HELLO, "store": False, "include": ["reasoning.encrypted_content"]}
 async def test_reasoning_is_sealed_for_store_false_and_read_back(client, fake_engine):
     fake_engine.enqueue(Generated("<think>The user greets me.</think>Hi!"),
                         Finish(FinishReason.STOP), Usage(5, 9, reasoning_tokens=5))
-    frames = events((await post(client, **SEALED, stream=True)).text)
+    text = (await post(client, **SEALED, stream=True)).text
+    checked_events(text)  # every event per the Open Responses specification as well
+    frames = events(text)
     reasoning = of_type(frames, "response.output_item.done")[0]["item"]
     assert reasoning["type"] == "reasoning" and reasoning["encrypted_content"]
     assert "encrypted_content" not in of_type(frames, "response.output_item.added")[0]["item"]
@@ -309,6 +312,7 @@ async def test_reasoning_is_sealed_in_the_non_stream_body_too(client, fake_engin
                         Usage(5, 9))
     body = (await post(client, **SEALED)).json()
     assert checked(body).output[0].encrypted_content
+    check_response(body)  # the Open Responses specification has the field too
     fake_engine.enqueue(Generated("<think>Hmm.</think>Hi!"), Finish(FinishReason.STOP),
                         Usage(5, 9))
     unsealed = (await post(client, **{**SEALED, "include": []})).json()
