@@ -93,14 +93,15 @@ def decode(raw: bytes) -> Any:
     except RecursionError as exc:
         raise InvalidRequest(f"The JSON body is nested more than {MAX_DEPTH} levels deep.",
                              code="invalid_json") from exc
-    check(value, surrogates="\\ud" in text or "\\uD" in text)
+    check(value)
     return value
 
 
-def check(value: Any, *, surrogates: bool = True) -> None:
+def check(value: Any) -> None:
     """Walk the decoded value (iteratively: its depth is what is being checked) for
-    refused numbers, excessive depth and, when `surrogates`, lone surrogates."""
-    _leaf(value, (), surrogates)
+    refused numbers, excessive depth and lone surrogates (only a string that is not
+    ASCII, which Python knows without looking at it, may hold one)."""
+    _leaf(value, ())
     stack: list[tuple[Any, Path]] = [(value, ())] if isinstance(value, dict | list) else []
     while stack:
         node, path = stack.pop()
@@ -109,18 +110,18 @@ def check(value: Any, *, surrogates: bool = True) -> None:
                                  f"(at '{dotted(path)}').", param=dotted(path) or None,
                                  code="invalid_json")
         for key, child in node.items() if isinstance(node, dict) else enumerate(node):
-            if surrogates and isinstance(key, str) and _surrogate(key) is not None:
-                _refuse((*path, key), f"the key contains {_surrogate(key)}")
+            if isinstance(key, str) and (found := _surrogate(key)) is not None:
+                _refuse((*path, key), f"the key contains {found}")
             if isinstance(child, dict | list):
                 stack.append((child, (*path, key)))
             else:
-                _leaf(child, (*path, key), surrogates)
+                _leaf(child, (*path, key))
 
 
-def _leaf(value: Any, path: Path, surrogates: bool) -> None:
+def _leaf(value: Any, path: Path) -> None:
     if isinstance(value, _Refused):
         _refuse(path, value.problem)
-    if surrogates and isinstance(value, str) and (found := _surrogate(value)) is not None:
+    if isinstance(value, str) and (found := _surrogate(value)) is not None:
         _refuse(path, f"it contains {found}")
 
 
