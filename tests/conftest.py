@@ -48,11 +48,11 @@ def real_llama_engine():
 @pytest.fixture
 def llama(real_llama_engine):
     """The shared real engine; the test must leave it idle (nothing outlives it)."""
-    from tests.real_engine import assert_idle_soon, kv_cache_mismatches
+    from tests.real_engine import PATIENCE, assert_idle_soon, kv_cache_mismatches
 
     # Each test starts from an empty KV cache: where cached cells lie changes the
     # order of float sums in attention, and greedy comparisons need the same order.
-    assert real_llama_engine.scheduler.clear_cache().wait(10)
+    assert real_llama_engine.scheduler.clear_cache().wait(PATIENCE)
     yield real_llama_engine
     assert_idle_soon(real_llama_engine)
     assert not kv_cache_mismatches(real_llama_engine)

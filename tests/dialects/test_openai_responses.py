@@ -216,8 +216,10 @@ async def test_canonical_sequences_golden(client, fake_engine, fixed_ids, name, 
 
 
 async def test_timeout_golden(fake_engine, fixed_ids):
-    fake_engine.enqueue(Generated("Hi"), 5.0, Generated("late"), Finish(FinishReason.STOP))
-    transport = httpx.ASGITransport(app=make_app(fake_engine, request_timeout=0.2))
+    # "Hi" must come before the deadline even on a busy machine; the pause only ends
+    # when the deadline cancels it
+    fake_engine.enqueue(Generated("Hi"), 3600.0, Generated("late"), Finish(FinishReason.STOP))
+    transport = httpx.ASGITransport(app=make_app(fake_engine, request_timeout=2.0))
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         response = await client.post(RESPONSES, json={**HELLO, "stream": True})
     events(response.text)

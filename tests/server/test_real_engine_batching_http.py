@@ -164,7 +164,7 @@ async def test_no_kv_leak_after_500_requests_leaving_at_random(llama, server):
     async with httpx.AsyncClient(base_url=server.base_url, timeout=60,
                                  limits=httpx.Limits(max_connections=16)) as http:
         await asyncio.gather(*(one(http, i) for i in range(500)))
-        await wait_idle(llama, timeout=10)
+        await wait_idle(llama)
         scrape = (await http.get("/metrics")).text
     assert metric(scrape, "slots_in_use") == 0
     assert metric(scrape, "requests_running") == 0

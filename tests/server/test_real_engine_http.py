@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import math
-import time
 from typing import Any
 
 import httpx
@@ -26,6 +25,7 @@ from tests.real_engine import (
     LONG_CHAT_PROMPT,
     MODEL_ID,
     N_CTX,
+    PATIENCE,
     SLOTS,
     TEXT_PROMPT,
     TRANSLATE_PROMPT,
@@ -39,6 +39,7 @@ from tests.real_engine import (
     make_app,
     no_eog_bias,
     token_with_bytes,
+    tokens_generated,
     wait_idle,
     wait_until,
 )
@@ -546,7 +547,7 @@ class SSEReader:
 
 async def test_stream_disconnect_cancels_the_generation(llama, started):
     with ServerThread(make_app(llama)) as server:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=PATIENCE) as http:
             async with http.stream("POST", CHAT, json=long_chat(llama)) as response:
                 assert response.status_code == 200
                 reader = SSEReader(response)
@@ -554,20 +555,19 @@ async def test_stream_disconnect_cancels_the_generation(llama, started):
                 assert llama.metrics.slots_in_use == 1
             # leaving the block closes the half-read response: the socket is closed
 
-            assert await wait_idle(llama, timeout=2.0) < 1.0
+            await wait_idle(llama)
             generation = started[0]
             assert generation.job.cancelled and generation.job.done.is_set()
+            assert tokens_generated(generation) < 2000  # cut short, not run to the end
 
-            began = time.perf_counter()
             follow = await http.post(CHAT, json=chat_body(max_tokens=8))
             assert follow.status_code == 200
             assert follow.json()["usage"]["completion_tokens"] == 8
-            assert time.perf_counter() - began < 5.0  # not queued behind 2000 tokens
 
 
 async def test_queued_stream_whose_client_left_never_runs(llama, started):
     with ServerThread(make_app(llama)) as server:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=PATIENCE) as http:
             busy = await fill_slots(llama)
             try:
                 async with http.stream("POST", CHAT, json=chat_body(
@@ -577,44 +577,51 @@ async def test_queued_stream_whose_client_left_never_runs(llama, started):
                     assert '"role":"assistant"' in await SSEReader(second).frame()
                     queued = started[SLOTS]
                     assert not queued.job.started
-                await wait_until(queued.job.done.is_set, 2.0, "queued job dropped")
+                await wait_until(queued.job.done.is_set, PATIENCE, "queued job dropped")
                 assert not queued.job.started  # dropped without running
                 assert llama.metrics.requests_waiting == 0
                 assert not any(g.job.done.is_set() for g in busy)
             finally:
                 await cancel_all(busy)
-            await wait_idle(llama, timeout=1.0)
+            await wait_idle(llama)
 
 
 async def test_non_stream_disconnect_cancels_the_generation(llama, started):
     with ServerThread(make_app(llama)) as server:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=PATIENCE) as http:
             body = {**long_chat(llama), "stream": False}
             request = asyncio.create_task(http.post(CHAT, json=body))
-            await wait_until(lambda: started and started[0].job.started, 5.0,
-                             "generation started")
-            await asyncio.sleep(0.1)
+            before = llama.metrics.tokens_generated
+            await wait_until(lambda: started and started[0].job.started
+                             and llama.metrics.tokens_generated > before, PATIENCE,
+                             "generation under way")
             assert llama.metrics.slots_in_use == 1
             request.cancel()  # the client gives up: httpx closes the connection
             with pytest.raises(asyncio.CancelledError):
                 await request
-            assert await wait_idle(llama, timeout=2.0) < 1.0
+            await wait_idle(llama)
             assert started[0].job.cancelled
+            assert tokens_generated(started[0]) < 2000  # cut short, not run to the end
 
 
 # -- request timeout ------------------------------------------------------------------------------
 
 
+# A deadline the first tokens always beat (they come in ~0.1 s, 30 times that on a busy
+# machine) and a generation no machine finishes before it (3500 tokens at 118 tok/s).
+DEADLINE = 3.0
+ENDLESS_TOKENS = 3500
+
+
 @pytest.fixture
 async def impatient(llama):
-    async with asgi_client(make_app(llama, request_timeout=0.3)) as c:
+    async with asgi_client(make_app(llama, request_timeout=DEADLINE)) as c:
         yield c
 
 
 async def test_stream_timeout_ends_with_error_frame(impatient, llama):
-    began = time.perf_counter()
-    response = await impatient.post(CHAT, json=long_chat(llama))
-    assert time.perf_counter() - began < 10.0
+    response = await impatient.post(CHAT, json={**long_chat(llama),
+                                                "max_tokens": ENDLESS_TOKENS})
     assert response.status_code == 200
     frames = sse_data(response.text)
     assert frames[-1] == "[DONE]"
@@ -622,24 +629,24 @@ async def test_stream_timeout_ends_with_error_frame(impatient, llama):
     assert error["type"] == "timeout_error" and error["code"] == "request_timeout"
     deltas, finish = chat_stream_content(frames[:-2])
     assert deltas and finish is None  # text arrived, then the deadline cut it
-    await wait_idle(llama, timeout=1.0)
+    await wait_idle(llama)
 
 
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
 async def test_non_stream_timeout_is_408(impatient, llama, path):
-    body = {**long_chat(llama), "stream": False}
+    body = {**long_chat(llama), "stream": False, "max_tokens": ENDLESS_TOKENS}
     if path == COMPLETIONS:
-        body = text_body(max_tokens=2000, logit_bias=no_eog_bias(llama))
+        body = text_body(max_tokens=ENDLESS_TOKENS, logit_bias=no_eog_bias(llama))
     response = await impatient.post(path, json=body)
     assert_error(response, 408, "timeout_error", None)
     assert response.json()["error"]["code"] == "request_timeout"
-    await wait_idle(llama, timeout=1.0)
+    await wait_idle(llama)
 
 
 async def test_completions_stream_timeout(impatient, llama):
-    body = text_body(max_tokens=2000, logit_bias=no_eog_bias(llama), stream=True)
+    body = text_body(max_tokens=ENDLESS_TOKENS, logit_bias=no_eog_bias(llama), stream=True)
     response = await impatient.post(COMPLETIONS, json=body)
     frames = sse_data(response.text)
     assert frames[-1] == "[DONE]"
     assert frames[-2]["error"]["code"] == "request_timeout"
-    await wait_idle(llama, timeout=1.0)
+    await wait_idle(llama)

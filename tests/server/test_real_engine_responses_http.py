@@ -11,7 +11,15 @@ import openai
 import pytest
 
 from tests.openresponses import check_response, checked_events
-from tests.real_engine import MODEL_ID, ServerThread, asgi_client, make_app, no_eog_bias, wait_idle
+from tests.real_engine import (
+    MODEL_ID,
+    PATIENCE,
+    ServerThread,
+    asgi_client,
+    make_app,
+    no_eog_bias,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +108,7 @@ async def test_client_leaving_mid_stream_stores_cancelled_and_frees_the_slot(lla
     body = {"model": MODEL_ID, "input": "Tell me a long story.", "stream": True,
             "max_output_tokens": 2000, "temperature": 0}
     with ServerThread(make_app(llama)) as server:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=PATIENCE) as http:
             async with http.stream("POST", "/v1/responses", json={
                     **body, "logit_bias": no_eog_bias(llama)}) as response:
                 lines = response.aiter_lines()
@@ -113,7 +121,7 @@ async def test_client_leaving_mid_stream_stores_cancelled_and_frees_the_slot(lla
                         deltas += data["type"] == "response.output_text.delta"
                         if deltas == 3:
                             break
-            assert await wait_idle(llama, timeout=2.0) < 1.0
+            await wait_idle(llama)
             stored = (await http.get(f"/v1/responses/{response_id}")).json()
     assert stored["status"] == "cancelled"
     check_response(stored)

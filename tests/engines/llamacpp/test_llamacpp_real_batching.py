@@ -16,6 +16,7 @@ from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from tests.real_engine import (
     GREEDY,
     MODEL_ID,
+    PATIENCE,
     SLOTS,
     TEXT_PROMPT,
     chat_request,
@@ -83,8 +84,8 @@ async def test_cancelling_one_of_eight_leaves_the_others_intact(engine):
     assert engine.metrics.slots_in_use == 8
 
     generations[3].cancel()
-    await wait_until(lambda: engine.metrics.slots_in_use == 7, 1.0, "the slot is freed")
-    tails = [await rest(g, timeout=30) for g in generations]
+    await wait_until(lambda: engine.metrics.slots_in_use == 7, PATIENCE, "the slot is freed")
+    tails = [await rest(g) for g in generations]
 
     assert not any(isinstance(e, Finish) for e in tails[3])
     for i, (solo, head, tail) in enumerate(zip(alone, heads, tails, strict=True)):
