@@ -64,6 +64,7 @@ class ChoiceResult:
     tool_calls: list[ToolCallResult] = field(default_factory=list)
     logprobs: list[TokenLogprob] | None = None
     finish_reason: FinishReason | None = None
+    stop_sequence: str | None = None  # the stop string that ended it
     parts: list[TextPart | ToolCallResult | ToolsListed] = field(default_factory=list)
 
     def add_text(self, kind: Literal["text", "reasoning"], text: str,
@@ -133,6 +134,7 @@ class Accumulator:
                 pass
             case Finish(reason=reason, index=index):
                 result.choice(index).finish_reason = reason
+                result.choice(index).stop_sequence = event.stop_sequence
             case Usage():
                 result.usage = event
             case Failed(error=error):

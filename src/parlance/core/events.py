@@ -144,8 +144,12 @@ class Progress:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
+    """`stop_sequence`: the request's stop string that ended the choice, if one did
+    (Anthropic reports which one matched)."""
+
     reason: FinishReason
     index: int = 0
+    stop_sequence: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,15 @@ def _prompt_text(prompt: ChatInput | TextInput) -> str:
     return prompt.text or ""
 
 
+def _stopped(reply: str, stops: Sequence[str]) -> tuple[str, str | None]:
+    """The reply cut before the first stop string in it, and that string."""
+    hits = [(reply.find(s), s) for s in stops if s and s in reply]
+    if not hits:
+        return reply, None
+    at, stop = min(hits)
+    return reply[:at], stop
+
+
 @dataclass
 class FakeGeneration:
     script: Sequence[ScriptItem]
@@ -111,7 +120,8 @@ class FakeGeneration:
             return self._parsers[item.index].push(item.text)
         if isinstance(item, Finish) and item.index in self._parsers:
             parser = self._parsers[item.index]
-            return [*parser.finish(), Finish(parser.finish_reason(item.reason), item.index)]
+            return [*parser.finish(), Finish(parser.finish_reason(item.reason), item.index,
+                                             item.stop_sequence)]
         return [item]
 
 
@@ -167,7 +177,8 @@ class FakeEngine:
     def _default_script(
         self, request: GenerationRequest, prompts: tuple[PromptInfo, ...]
     ) -> list[ScriptItem]:
-        words = self.default_reply.split(" ")
+        reply, matched = _stopped(self.default_reply, request.stop)
+        words = reply.split(" ")
         pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
         limit = request.max_tokens if request.max_tokens is not None else len(pieces)
         script: list[ScriptItem] = []
@@ -175,7 +186,8 @@ class FakeEngine:
         for index in range(choices):
             script += [TextDelta(p, index=index) for p in pieces[:limit]]
             reason = FinishReason.LENGTH if limit < len(pieces) else FinishReason.STOP
-            script.append(Finish(reason, index=index))
+            script.append(Finish(reason, index=index,
+                                 stop_sequence=matched if reason is FinishReason.STOP else None))
         completion = min(limit, len(pieces)) * choices
         script.append(Usage(sum(p.n_tokens for p in prompts), completion, 0.01, 0.02))
         return script

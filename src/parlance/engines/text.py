@@ -60,6 +60,7 @@ class StopMatcher(Generic[T]):
         self._stops = tuple(s for s in stops if s)
         self._pending: list[Piece[T]] = []
         self.stopped = False
+        self.matched: str | None = None  # the stop string that stopped it
 
     def push(self, text: str, payload: T) -> list[Piece[T]]:
         if self.stopped:
@@ -71,6 +72,8 @@ class StopMatcher(Generic[T]):
         cut = self._first_stop(joined)
         if cut is not None:
             self.stopped = True
+            self.matched = min((s for s in self._stops if s in joined),
+                               key=lambda s: (joined.find(s), -len(s)))
             return self._release_chars(cut, truncate=True)
         return self._release_chars(len(joined) - self._holdback(joined), truncate=False)
 

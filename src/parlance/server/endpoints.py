@@ -16,16 +16,20 @@ from parlance.server.handler import error_json
 
 Work = Callable[[Request], Awaitable[Any]]  # a Response (or any ASGI app), or a dict
 Endpoint = Callable[[Request], Awaitable[Any]]
+Renderer = Callable[[ParlanceError], ErrorResponse]
 
 
-def answering(work: Work, api_keys: tuple[str, ...],
-              render_error: Callable[[ParlanceError], ErrorResponse]) -> Endpoint:
+def answering(work: Work, api_keys: tuple[str, ...], render_error: Renderer,
+              envelope: Callable[[Request], Renderer] | None = None) -> Endpoint:
+    """`envelope` picks the renderer by request, for a path two APIs share
+    (`/v1/models` answers Anthropic's clients, who send `anthropic-version`, in theirs)."""
     async def endpoint(request: Request) -> Any:
         try:
             authorize(request, api_keys)
             result = await work(request)
         except ParlanceError as exc:
-            return error_json(render_error(exc))
+            render = envelope(request) if envelope is not None else render_error
+            return error_json(render(exc))
         return JSONResponse(result) if isinstance(result, dict) else result
 
     return endpoint

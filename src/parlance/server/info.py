@@ -1,13 +1,18 @@
-"""Plain JSON endpoints: health and the OpenAI model list."""
+"""Plain JSON endpoints: health and the model list, in OpenAI's shape or, for a request
+carrying `anthropic-version`, in Anthropic's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from parlance.dialects.openai_common import render_error
+from parlance.core.errors import ParlanceError
+from parlance.dialects import anthropic, openai_common
+from parlance.dialects.anthropic import models as anthropic_models
+from parlance.dialects.base import ErrorResponse
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModels
 from parlance.server.endpoints import answering
@@ -16,6 +21,14 @@ from parlance.server.handler import ServerSettings
 
 def _model_object(shown_id: str, created: int) -> dict[str, Any]:
     return {"id": shown_id, "object": "model", "created": created, "owned_by": "parlance"}
+
+
+def _anthropic(request: Request) -> bool:
+    return "anthropic-version" in request.headers
+
+
+def _envelope(request: Request) -> Callable[[ParlanceError], ErrorResponse]:
+    return anthropic.render_error if _anthropic(request) else openai_common.render_error
 
 
 def _created(spec: ModelSpec) -> int:
@@ -30,8 +43,9 @@ class InfoEndpoints:
     def __init__(self, models: ServedModels, settings: ServerSettings) -> None:
         self.models = models
         self.settings = settings
-        self.list_models = answering(self._list_models, settings.api_keys, render_error)
-        self.get_model = answering(self._get_model, settings.api_keys, render_error)
+        keys, render_error = settings.api_keys, openai_common.render_error
+        self.list_models = answering(self._list_models, keys, render_error, _envelope)
+        self.get_model = answering(self._get_model, keys, render_error, _envelope)
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -40,13 +54,19 @@ class InfoEndpoints:
         """Every model a request may name, loaded or not: models load on first use
         (LM Studio lists its downloaded models here too when it loads just in time)."""
         loaded = {m.spec.id: m.created for m in self.models}
-        data = [_model_object(spec.id, loaded.get(spec.id) or _created(spec))
-                for spec in self.models.available()]
-        return {"object": "list", "data": data}
+        models = [(spec.id, loaded.get(spec.id) or _created(spec))
+                  for spec in self.models.available()]
+        if _anthropic(request):
+            return anthropic_models.model_list(models)
+        return {"object": "list", "data": [_model_object(*m) for m in models]}
 
     async def _get_model(self, request: Request) -> dict[str, Any]:
         requested = request.path_params["model_id"] or "\0"
         if self.models.is_loaded(requested):
             model, shown = self.models.resolve(requested)
-            return _model_object(shown, model.created)
-        return _model_object(requested, _created(self.models.spec(requested)))
+            found = shown, model.created
+        else:
+            found = requested, _created(self.models.spec(requested))
+        if _anthropic(request):
+            return anthropic_models.model_object(*found)
+        return _model_object(*found)

@@ -10,7 +10,8 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from parlance.core.errors import ParlanceError
-from parlance.dialects import lmstudio, openai_common
+from parlance.dialects import anthropic, lmstudio, openai_common
+from parlance.dialects.anthropic import AnthropicMessages
 from parlance.dialects.base import Dialect, ErrorResponse
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.openai_chat import OpenAIChat
@@ -24,6 +25,7 @@ from parlance.server.background import BackgroundRuns
 from parlance.server.handler import GenerationHandler, ServerSettings
 from parlance.server.info import InfoEndpoints
 from parlance.server.lmstudio_models import LMStudioModels
+from parlance.server.message_tokens import MessageTokens
 from parlance.server.metrics import MetricsEndpoint
 from parlance.server.sealing import server_sealer
 from parlance.server.socket_mode import SocketEndpoint
@@ -31,7 +33,7 @@ from parlance.server.stored_responses import StoredResponses
 from parlance.store.responses import ResponseStore
 
 
-def generation(sealer: Sealer, responses: OpenAIResponses
+def generation(sealer: Sealer, responses: OpenAIResponses, messages: AnthropicMessages
                ) -> tuple[tuple[str, Dialect[Any]], ...]:
     """Which path speaks which dialect. Each OpenAI endpoint is also reachable without
     the /v1 prefix, as llama.cpp allows."""
@@ -41,9 +43,11 @@ def generation(sealer: Sealer, responses: OpenAIResponses
         ("/v1/responses", responses),
         ("/v1/responses/compact", ResponsesCompaction(sealer)),
         ("/api/v1/chat", LMStudioChat()),
+        ("/v1/messages", messages),
     )
 
 LMSTUDIO_PREFIX = "/api/"  # every other path speaks OpenAI's dialects
+ANTHROPIC_PATHS = ("/v1/messages", "/messages")  # and what lies under them
 
 
 def error_renderer(path: str) -> Callable[[ParlanceError], ErrorResponse]:
@@ -51,6 +55,8 @@ def error_renderer(path: str) -> Callable[[ParlanceError], ErrorResponse]:
     (no such route, an unexpected exception)."""
     if path.startswith(LMSTUDIO_PREFIX):
         return lmstudio.render_error
+    if any(path == p or path.startswith(p + "/") for p in ANTHROPIC_PATHS):
+        return anthropic.render_error
     return openai_common.render_error
 
 
@@ -63,6 +69,8 @@ def build_routes(models: ServedModels, settings: ServerSettings,
                           keepalive_seconds=settings.keepalive_seconds)
     stored = StoredResponses(models, settings, store, responses, runs)
     lmstudio = LMStudioModels(models, settings, downloads)
+    messages = AnthropicMessages()
+    message_tokens = MessageTokens(models, settings, messages)
     routes: list[BaseRoute] = [
         Route("/api/v1/models", lmstudio.list, methods=["GET"]),
         Route("/api/v1/models/load", lmstudio.load, methods=["POST"]),
@@ -75,12 +83,14 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/responses/{response_id}", stored.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", stored.input_items, methods=["GET"]),
         Route("/v1/responses/{response_id}/cancel", stored.cancel, methods=["POST"]),
+        Route("/v1/messages/count_tokens", message_tokens.count, methods=["POST"]),
+        Route("/messages/count_tokens", message_tokens.count, methods=["POST"]),
         Route("/health", info.health, methods=["GET"]),
         Route("/metrics", MetricsEndpoint(models, settings).scrape, methods=["GET"]),
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
     ]
-    for path, dialect in generation(sealer, responses):
+    for path, dialect in generation(sealer, responses, messages):
         handler = GenerationHandler(dialect, models, settings, store,
                                     runs if dialect is responses else None)
         routes.append(Route(path, handler.handle, methods=["POST"]))

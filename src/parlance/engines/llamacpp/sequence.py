@@ -176,6 +176,6 @@ class Sequence:
         self._emitter.close()
         if self._emitter.parser is not None:
             reason = self._emitter.parser.finish_reason(reason)
-        self.job.emit(Finish(reason, index=self.index))
+        self.job.emit(Finish(reason, index=self.index, stop_sequence=self._stops.matched))
         self.finished, self.pending = True, None
         return False

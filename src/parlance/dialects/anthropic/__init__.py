@@ -1,0 +1,49 @@
+"""Anthropic Messages (`POST /v1/messages`, `POST /v1/messages/count_tokens`), as Claude
+Code and the Claude Agent SDK speak it. See reference stream-contracts.md part C.
+
+`request.py` reads the body, `stream.py` encodes the SSE stream, `result.py` renders
+the Message object, `errors.py` the error envelope, `models.py` the model list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from parlance.core.accumulate import Completion
+from parlance.core.errors import ParlanceError
+from parlance.dialects.anthropic import errors, result
+from parlance.dialects.anthropic.request import MessagesRequest, generation_request
+from parlance.dialects.anthropic.stream import MessageEncoder
+from parlance.dialects.base import Call, ErrorResponse, Framing, Served
+from parlance.dialects.wire import parse_body
+
+render_error = errors.render_error
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesCall(Call):
+    id: str
+
+
+class AnthropicMessages:
+    framing: Framing = "sse"
+
+    def parse(self, body: Any) -> MessagesCall:
+        req = parse_body(MessagesRequest, body)
+        return MessagesCall(generation_request(req), req.stream, result.new_message_id())
+
+    def parse_for_count(self, body: Any) -> Call:
+        """A count_tokens body: a Messages request without `max_tokens` or `stream`."""
+        req = parse_body(MessagesRequest, body)
+        return Call(generation_request(req, counting=True), False)
+
+    def encoder(self, call: MessagesCall, served: Served) -> MessageEncoder:
+        prompt_tokens = served.prompts[0].n_tokens if served.prompts else 0
+        return MessageEncoder(call.id, served.model, prompt_tokens)
+
+    def render(self, call: MessagesCall, served: Served,
+               completion: Completion) -> dict[str, Any]:
+        return result.message(call.id, served.model, completion)
+
+    def render_error(self, error: ParlanceError) -> ErrorResponse:
+        return errors.render_error(error)

@@ -1,0 +1,111 @@
+"""The Messages stream: `message_start`, a `ping`, then per content block
+`content_block_start` / `_delta` / `_stop` with consecutive indexes (one block open at a
+time), `message_delta` (stop reason, cumulative output tokens), `message_stop`.
+Every event's SSE name equals its `data.type`. A failure is an `event: error` frame."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from parlance.core.errors import ParlanceError
+from parlance.core.events import (
+    Event,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+from parlance.dialects.anthropic.errors import error_frame
+from parlance.dialects.anthropic.result import message_shell, signature, stop_fields, usage
+from parlance.dialects.base import Frame
+
+BlockKind = Literal["text", "thinking", "tool_use"]
+
+
+def event(data: dict[str, Any]) -> Frame:
+    return Frame(data, event=data["type"])
+
+
+class MessageEncoder:
+    """Choice 0 of the generation (Messages has no `n`)."""
+
+    def __init__(self, message_id: str, model: str, input_tokens: int) -> None:
+        self._shell = message_shell(message_id, model)
+        self._input_tokens = input_tokens
+        self._open: BlockKind | None = None
+        self._index = -1  # the index of the block opened last
+        self._thinking = ""  # the open thinking block's text, for its signature
+        self._finish: Finish | None = None
+        self._usage: Usage | None = None
+
+    def open(self) -> list[Frame]:
+        start_usage = usage(Usage(self._input_tokens, 0))
+        message = {**self._shell, "content": [], "stop_reason": None, "stop_sequence": None,
+                   "usage": start_usage}
+        return [event({"type": "message_start", "message": message}), event({"type": "ping"})]
+
+    def feed(self, ev: Event) -> list[Frame]:
+        match ev:
+            case TextDelta(text=text, index=0) if text:
+                return [*self._ensure("text", {"type": "text", "text": ""}),
+                        self._delta({"type": "text_delta", "text": text})]
+            case ReasoningDelta(text=text, index=0) if text:
+                frames = self._ensure("thinking", {"type": "thinking", "thinking": "",
+                                                   "signature": ""})
+                self._thinking += text
+                return [*frames, self._delta({"type": "thinking_delta", "thinking": text})]
+            case ToolCallStart(call_id=call_id, name=name, index=0):
+                frames = self._stop()
+                return [*frames, *self._start("tool_use", {"type": "tool_use", "id": call_id,
+                                                           "name": name, "input": {}})]
+            case ToolCallArgs(fragment=fragment, index=0) if fragment:
+                return [self._delta({"type": "input_json_delta", "partial_json": fragment})]
+            case ToolCallEnd(index=0):
+                return self._stop()
+            case Finish(index=0):
+                self._finish = ev
+                return self._stop()
+            case Usage():
+                self._usage = ev
+        return []
+
+    def close(self) -> list[Frame]:
+        frames = self._stop()
+        reason, stop_sequence = stop_fields(self._finish)
+        output_tokens = self._usage.completion_tokens if self._usage else 0
+        return [*frames,
+                event({"type": "message_delta",
+                       "delta": {"stop_reason": reason, "stop_sequence": stop_sequence},
+                       "usage": {"output_tokens": output_tokens}}),
+                event({"type": "message_stop"})]
+
+    def fail(self, error: ParlanceError) -> list[Frame]:
+        return [error_frame(error)]
+
+    def _ensure(self, kind: BlockKind, block: dict[str, Any]) -> list[Frame]:
+        if self._open == kind:
+            return []
+        return [*self._stop(), *self._start(kind, block)]
+
+    def _start(self, kind: BlockKind, block: dict[str, Any]) -> list[Frame]:
+        self._open, self._index = kind, self._index + 1
+        return [event({"type": "content_block_start", "index": self._index,
+                       "content_block": block})]
+
+    def _delta(self, delta: dict[str, Any]) -> Frame:
+        return event({"type": "content_block_delta", "index": self._index, "delta": delta})
+
+    def _stop(self) -> list[Frame]:
+        """Close the open block; a thinking block gets its signature first."""
+        if self._open is None:
+            return []
+        frames = []
+        if self._open == "thinking":
+            frames.append(self._delta({"type": "signature_delta",
+                                       "signature": signature(self._thinking)}))
+            self._thinking = ""
+        self._open = None
+        return [*frames, event({"type": "content_block_stop", "index": self._index})]
