@@ -80,7 +80,7 @@ def sse_events(capture: Capture) -> tuple[int, list[tuple[float, dict]]]:
     status = int(head.split(" ", 2)[1]) if head.startswith("http/") else 0
     chunked = "transfer-encoding: chunked" in head
     events: list[tuple[float, dict]] = []
-    dechunk = _Dechunker() if chunked else None
+    dechunk = Dechunker() if chunked else None
     offset, line_buffer = 0, b""
     for arrived, data in capture.reads:
         start = max(0, head_end + 4 - offset)
@@ -96,7 +96,7 @@ def sse_events(capture: Capture) -> tuple[int, list[tuple[float, dict]]]:
     return status, events
 
 
-class _Dechunker:
+class Dechunker:
     """Incremental `Transfer-Encoding: chunked` decoder (trailers ignored)."""
 
     def __init__(self) -> None:
