@@ -233,3 +233,20 @@ async def test_openai_sdk_connect():
     assert texts == ["One.", "Two."]
     assert [m.content for m in engine.requests[-1].prompts[0].messages] == [
         "First?", "One.", "Second?"]
+
+
+async def test_each_response_create_gets_an_access_line(caplog):
+    engine = FakeEngine()
+    reply(engine, "Fine.")
+    caplog.set_level("INFO", logger="parlance.access")
+    async with serving(make_app(engine)) as host, connect(f"ws://{host}/v1/responses") as ws:
+        assert (await response(ws, HELLO))[-1]["type"] == "response.completed"
+        assert (await response(ws, {**HELLO, "temperature": 5}))[-1]["type"] == "error"
+        await ws.send(json.dumps({"type": "response.processed", "response_id": "resp_1"}))
+    lines = [r.getMessage() for r in caplog.records if r.name == "parlance.access"]
+    sockets = [line for line in lines if "method=WS" in line]
+    assert len(sockets) == 2, lines  # no line for the acknowledgement
+    served, refused = sockets
+    assert "path=/v1/responses status=200 model=fake-model" in served
+    assert "prompt_tokens=5 completion_tokens=1" in served
+    assert "status=400" in refused

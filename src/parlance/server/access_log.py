@@ -123,7 +123,7 @@ def write(record: AccessRecord, scope: Scope, status: int) -> None:
     now = time.perf_counter()
     fields = {
         "request_id": record.request_id,
-        "method": scope.get("method", ""),
+        "method": scope.get("method") or ("WS" if scope.get("type") == "websocket" else ""),
         "path": scope.get("path", ""),
         "status": status,
         "model": record.model,

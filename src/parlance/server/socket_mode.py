@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from parlance.core.errors import Overloaded, ParlanceError, PayloadTooLarge, ServerShuttingDown
 from parlance.dialects.base import Call, Frame, Served, SocketMode, Stateful
-from parlance.server.access_log import AccessRecord, new_request_id
+from parlance.server.access_log import CLIENT_CLOSED, AccessRecord, new_request_id, write
 from parlance.server.auth import authorize
 from parlance.server.body import parse_json
 from parlance.server.framing import dumps
@@ -124,9 +124,12 @@ class SocketEndpoint:
 
     async def _answer(self, websocket: WebSocket, message: str | bytes,
                       memory: ConnectionMemory) -> None:
-        """One client message: its call's events, or the error refusing it."""
+        """One client message: its call's events, or the error refusing it; one
+        access line for each message that asked for a response."""
         handler = self.handler
         frames: AsyncGenerator[Frame, None]
+        record = AccessRecord(new_request_id())
+        status = CLIENT_CLOSED
         try:
             drain = getattr(websocket.app.state, "drain", None)
             if drain is not None and drain.draining:
@@ -137,15 +140,16 @@ class SocketEndpoint:
                                       f"({handler.settings.max_body_bytes // 2**20} MiB).")
             call = await parse_json(raw, self.dialect.socket_call)
             if call is None:
-                return  # an acknowledgement
+                return  # an acknowledgement, not a request: no access line
             if self.dialect.prepares_only(call):
                 call = memory.recall(call)
                 frames = _stream(self._prepared(call, memory))
             else:
                 started = await handler.start(
-                    call, handler.watch(websocket.app, AccessRecord(new_request_id())), memory)
+                    call, handler.watch(websocket.app, record), memory)
                 call, frames = started.call, handler.frames(started)
         except ParlanceError as exc:
+            write(record, websocket.scope, handler.dialect.render_error(exc).status)
             await self._send(websocket, self.dialect.socket_error(exc))
             return
         try:
@@ -153,9 +157,11 @@ class SocketEndpoint:
                 event = self.dialect.socket_event(call, frame)
                 if event is not None:
                     await self._send(websocket, event)
+            status = 200
         finally:  # closed in this task, even when the client left (cancelled)
             with anyio.CancelScope(shield=True):
                 await frames.aclose()
+            write(record, websocket.scope, status)
 
     def _prepared(self, call: Call, memory: ConnectionMemory) -> list[Frame]:
         """`generate: false`: the response only records its input (for a later call to
