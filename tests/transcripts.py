@@ -36,3 +36,4 @@ def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(f"{module}.new_id", lambda prefix: f"{prefix}test")
     monkeypatch.setattr("parlance.engines.parsing.calls.new_call_id", lambda: "call_test")
     monkeypatch.setattr("parlance.dialects.lmstudio.new_response_id", lambda: "resp_" + "0" * 48)
+    monkeypatch.setattr("parlance.dialects.anthropic.result.new_message_id", lambda: "msg_test")

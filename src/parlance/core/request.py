@@ -67,6 +67,10 @@ class GenerationRequest:
     prompts: tuple[PromptInput, ...]
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int | None = None
+    # max_tokens is a ceiling, cut to the room the prompt leaves in the context rather
+    # than refused (Anthropic's clients send 32k whatever the model; Claude Code reads
+    # an overflow refusal as "compact the conversation").
+    clip_to_context: bool = False
     stop: tuple[str, ...] = ()
     logprobs: int | None = None  # None: off; k >= 0: sampled token plus top-k alternatives
     echo: bool = False

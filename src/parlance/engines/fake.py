@@ -146,7 +146,8 @@ class FakeEngine:
         prompts = tuple(
             PromptInfo(text, len(text.split())) for text in map(_prompt_text, request.prompts)
         )
-        needed = max(p.n_tokens for p in prompts) + (request.max_tokens or 1)
+        room = 1 if request.clip_to_context else request.max_tokens or 1
+        needed = max(p.n_tokens for p in prompts) + room
         if needed > self.context_length:
             raise ContextOverflow(
                 f"This model's maximum context length is {self.context_length} tokens; "

@@ -294,6 +294,7 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
         sampling=params,
         sampling_set=chosen,
         max_tokens=req.max_tokens,
+        clip_to_context=True,
         stop=tuple(s for s in req.stop_sequences or () if s),
         tools=specs,
         tool_choice=choice,

@@ -229,13 +229,15 @@ class LlamaCppEngine:
     def _budget(self, tokens: list[int], request: GenerationRequest) -> int:
         n_ctx = self.context_length
         wanted = request.max_tokens
+        if request.clip_to_context and wanted is not None and len(tokens) < n_ctx:
+            return min(wanted, n_ctx - len(tokens))
         if len(tokens) + (wanted if wanted is not None else 1) > n_ctx:
             raise self._overflow(len(tokens), request)
         return wanted if wanted is not None else n_ctx - len(tokens)
 
     def _overflow(self, prompt_tokens: int, request: GenerationRequest, *,
                   at_least: bool = False) -> ContextOverflow:
-        wanted = request.max_tokens
+        wanted = None if request.clip_to_context else request.max_tokens
         needed = prompt_tokens + (wanted if wanted is not None else 1)
         detail = f" + {wanted} max tokens" if wanted is not None else ""
         some = "at least " if at_least else ""
