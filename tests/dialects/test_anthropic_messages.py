@@ -300,7 +300,8 @@ async def test_model_list_in_anthropics_shape_with_anthropic_version(client):
     headers = {"anthropic-version": "2023-06-01"}
     listed = (await client.get("/v1/models", headers=headers)).json()
     assert listed == {"data": [{"type": "model", "id": "fake-model", "display_name": "fake-model",
-                                "created_at": "2023-11-14T22:13:20Z"}],
+                                "created_at": "2023-11-14T22:13:20Z",
+                                "lifecycle": "active"}],
                       "has_more": False, "first_id": "fake-model", "last_id": "fake-model"}
     one = (await client.get("/v1/models/fake-alias", headers=headers)).json()
     assert one["type"] == "model" and one["id"] == "fake-alias"

@@ -8,7 +8,8 @@ from typing import Any
 
 def model_object(model_id: str, created: int) -> dict[str, Any]:
     stamp = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"type": "model", "id": model_id, "display_name": model_id, "created_at": stamp}
+    return {"type": "model", "id": model_id, "display_name": model_id, "created_at": stamp,
+            "lifecycle": "active"}
 
 
 def model_list(models: list[tuple[str, int]]) -> dict[str, Any]:
