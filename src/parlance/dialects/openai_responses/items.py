@@ -134,7 +134,7 @@ def tool_output(item: dict[str, Any], where: str) -> Message:
     elif isinstance(output, str):
         text = output
     else:
-        text = _text_parts(output, f"{where}.output")
+        text = parts_text(output, f"{where}.output")
     return Message("tool", text, tool_call_id=call_id)
 
 
@@ -172,18 +172,24 @@ def _shell_text(output: Any, where: str) -> str:
     return "\n\n".join(parts)
 
 
-def _text_parts(parts: Any, where: str) -> str:
+def parts_text(parts: Any, where: str) -> str:
+    """The text of a list of content parts (a message's, or a tool output's); any
+    part that is not text is refused, naming it: the model reads text only."""
     if not isinstance(parts, list):
         raise InvalidRequest(f"Invalid value for '{where}': expected a string or a list of "
                              "content parts.", param=where, code="invalid_value")
     texts = []
     for i, part in enumerate(parts):
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in ("input_text", "text"):
-            raise InvalidRequest(f"Content part type '{kind}' is not supported by this model "
-                                 "(text only).", param=f"{where}[{i}]",
-                                 code="unsupported_content")
-        texts.append(str(part.get("text", "")))
+        if kind in ("input_text", "output_text", "text"):
+            texts.append(str(part.get("text", "")))
+        elif kind == "refusal":
+            texts.append(str(part.get("refusal", "")))
+        else:
+            raise InvalidRequest(
+                f"Content part type '{kind}' is not supported by this model (text only: the "
+                "model has no vision, audio or file input).", param=f"{where}[{i}]",
+                code="unsupported_content")
     return "".join(texts)
 
 

@@ -207,7 +207,7 @@ def messages_of(items: list[dict[str, Any]], sealer: Sealer) -> list[Message]:
                     out.append(ran[1])
             case "function_call_output":
                 output = item.get("output", "")
-                text = output if isinstance(output, str) else _parts_text(output, where)
+                text = output if isinstance(output, str) else calls.parts_text(output, where)
                 out.append(Message("tool", text,
                                    tool_call_id=_text_field(item, "call_id", where)))
             case "compaction":
@@ -259,24 +259,5 @@ def _message(item: dict[str, Any], where: str) -> Message:
         raise InvalidRequest(f"Invalid value for '{where}.role': {role!r}.",
                              param=f"{where}.role", code="invalid_value")
     content = item.get("content", "")
-    text = content if isinstance(content, str) else _parts_text(content, f"{where}.content")
+    text = content if isinstance(content, str) else calls.parts_text(content, f"{where}.content")
     return Message(role, text)
-
-
-def _parts_text(parts: Any, where: str) -> str:
-    if not isinstance(parts, list):
-        raise InvalidRequest(f"Invalid value for '{where}': expected a string or a list of "
-                             "content parts.", param=where, code="invalid_value")
-    texts = []
-    for i, part in enumerate(parts):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind in ("input_text", "output_text", "text"):
-            texts.append(str(part.get("text", "")))
-        elif kind == "refusal":
-            texts.append(str(part.get("refusal", "")))
-        else:
-            raise InvalidRequest(
-                f"Content part type '{kind}' is not supported by this model (text only: the "
-                "model has no vision, audio or file input).", param=f"{where}[{i}]",
-                code="unsupported_content")
-    return "".join(texts)
