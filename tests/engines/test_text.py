@@ -48,3 +48,10 @@ def test_stop_matcher_keeps_payloads_with_truncated_piece():
     pieces = matcher.push("go", "p1") + matcher.push("!sto", "p2") + matcher.push("p", "p3")
     assert [(p.text, p.payload, p.cut) for p in pieces] == [("go", "p1", False),
                                                               ("!", "p2", True)]
+
+
+def test_stop_matcher_names_the_stop_string_that_matched():
+    matcher = StopMatcher(["never", "lo w", "wor"])
+    assert released(matcher, "Hel", "lo wor", "ld") == ["Hel"]
+    assert matcher.matched == "lo w"  # the earliest in the text, not in the list
+    assert StopMatcher(["x"]).matched is None

@@ -1,0 +1,87 @@
+"""Anthropic `/v1/messages` on the REAL engine (SmolLM2, greedy), with the anthropic SDK
+as oracle (strict validation). Expected texts come from another run of the model."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+from anthropic import AsyncAnthropic
+
+from tests.anthropic_contract import check_message
+from tests.real_engine import CHAT_PROMPT, LONG_CHAT_PROMPT, MODEL_ID, REQUEST_TIMEOUT, make_app
+
+pytestmark = pytest.mark.slow
+# This SDK's create() no longer takes sampling parameters; Parlance still reads them.
+GREEDY = {"temperature": 0.0}
+
+WEATHER = {"name": "get_weather", "description": "Current weather in a city",
+           "input_schema": {"$schema": "http://json-schema.org/draft-07/schema#",
+                            "type": "object", "properties": {"city": {"type": "string"}},
+                            "required": ["city"], "additionalProperties": False}}
+
+
+@pytest.fixture
+def sdk(llama) -> AsyncAnthropic:
+    transport = httpx2.ASGITransport(app=make_app(llama))
+    return AsyncAnthropic(base_url="http://parlance.test", api_key="sk-test", max_retries=0,
+                          timeout=REQUEST_TIMEOUT, _strict_response_validation=True,
+                          http_client=httpx2.AsyncClient(transport=transport))
+
+
+def user(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+async def test_create_and_stream_agree_and_count_tokens_matches(sdk):
+    asked = {"model": MODEL_ID, "max_tokens": 40,
+             "extra_body": GREEDY, "messages": user(CHAT_PROMPT)}
+    message = await sdk.messages.create(**asked)
+    check_message(message.model_dump(mode="json", exclude_none=True))
+    async with sdk.messages.stream(**asked) as stream:
+        streamed = "".join([text async for text in stream.text_stream])
+        final = await stream.get_final_message()
+    assert message.content[0].text and streamed == message.content[0].text
+    assert final.stop_reason == message.stop_reason == "end_turn"
+    assert final.usage.output_tokens == message.usage.output_tokens > 0
+    counted = await sdk.messages.count_tokens(model=MODEL_ID, messages=user(CHAT_PROMPT))
+    assert counted.input_tokens == message.usage.input_tokens == final.usage.input_tokens
+
+
+async def test_max_tokens_cut_stop_sequence_and_a_ceiling_beyond_the_context(sdk):
+    free = await sdk.messages.create(model=MODEL_ID, max_tokens=40, extra_body=GREEDY,
+                                     messages=user(LONG_CHAT_PROMPT))
+    text = free.content[0].text
+    assert free.stop_reason == "max_tokens" and free.usage.output_tokens == 40
+    words = text.split()
+    stop = " " + words[len(words) // 2]
+    cut = await sdk.messages.create(model=MODEL_ID, max_tokens=40, extra_body=GREEDY,
+                                    messages=user(LONG_CHAT_PROMPT), stop_sequences=[stop])
+    assert (cut.stop_reason, cut.stop_sequence) == ("stop_sequence", stop)
+    assert cut.content[0].text == text[:text.index(stop)]
+    # Claude Code asks for 32000 tokens from a 4096-token context: cut to the room left
+    ceiling = await sdk.messages.create(model=MODEL_ID, max_tokens=32000, extra_body=GREEDY,
+                                        messages=user(CHAT_PROMPT))
+    assert ceiling.stop_reason == "end_turn" and ceiling.content[0].text
+
+
+async def test_forced_tool_use_then_tool_result_round_trip(sdk):
+    asked = {"model": MODEL_ID, "max_tokens": 60, "extra_body": GREEDY, "tools": [WEATHER]}
+    first = await sdk.messages.create(**asked, messages=user("What is the weather in Paris?"),
+                                      tool_choice={"type": "tool", "name": "get_weather"})
+    assert first.stop_reason == "tool_use"
+    call = first.content[-1]
+    assert call.type == "tool_use" and call.name == "get_weather"
+    assert set(call.input) == {"city"} and isinstance(call.input["city"], str)
+    async with sdk.messages.stream(**asked, tool_choice={"type": "any"},
+                                   messages=user("What is the weather in Paris?")) as stream:
+        streamed = await stream.get_final_message()
+    assert streamed.content[-1].input == call.input  # grammar-forced both ways
+    history = [*user("What is the weather in Paris?"),
+               {"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                                 for b in first.content]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                             "content": "Sunny, 24 degrees"}]}]
+    answer = await sdk.messages.create(**asked, messages=history,
+                                       tool_choice={"type": "none"})
+    assert answer.content and answer.content[0].type == "text" and answer.content[0].text
+    assert answer.stop_reason in ("end_turn", "max_tokens")
