@@ -13,7 +13,7 @@ from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import FakeEngine
 from tests.anthropic_contract import check_error, stream_events
 from tests.conftest import make_app
-from tests.server.asgi_exchange import exchange, until
+from tests.server.asgi_exchange import Exchange, exchange, until
 
 HELLO = {"model": "fake-model", "max_tokens": 16,
          "messages": [{"role": "user", "content": "Hello!"}]}
@@ -60,3 +60,22 @@ async def test_drain_refuses_new_messages_and_ends_running_streams_with_an_error
     events = stream_events(done.text)
     assert events[-1]["type"] == "error" and events[-1]["error"]["type"] == "api_error"
     assert done.ended
+
+
+async def test_idle_stream_keeps_alive_with_ping_events():
+    """While the engine is silent the stream carries Anthropic's `ping` events (not SSE
+    comments); the client leaving after two of them cancels the generation."""
+    engine = FakeEngine()
+    engine.enqueue(3600.0, TextDelta("late"), Finish(FinishReason.STOP), Usage(1, 1))
+    app = make_app(engine, keepalive_seconds=0.1)
+    leave = asyncio.Event()
+    out = Exchange()
+    task = asyncio.create_task(exchange(app, "/v1/messages", {**HELLO, "stream": True},
+                                        leave=leave, out=out))
+    # message_start and the first ping come at once; then two pings while idle
+    await until(lambda: len(out.chunks) >= 4, "two idle pings")
+    leave.set()
+    await task
+    events = stream_events(b"".join(out.chunks[:4]).decode())
+    assert [e["type"] for e in events] == ["message_start", "ping", "ping", "ping"]
+    await until(lambda: engine.generations[-1].cancelled, "the generation cancelled")

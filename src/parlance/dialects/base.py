@@ -153,6 +153,14 @@ class Truncating(Protocol[C]):
 
 
 @runtime_checkable
+class Pings(Protocol):
+    """A dialect whose streams keep alive with an event of its own while the engine is
+    silent (Anthropic's `ping`) instead of an SSE comment."""
+
+    ping: Frame
+
+
+@runtime_checkable
 class ReportsLoading(Protocol):
     """A dialect whose clients are shown a cold model being loaded (LM Studio's
     `model_load.*` events and `model_load_time_seconds`), so the load happens

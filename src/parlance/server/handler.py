@@ -37,6 +37,7 @@ from parlance.dialects.base import (
     Dialect,
     ErrorResponse,
     Frame,
+    Pings,
     ReportsLoading,
     Served,
     Stateful,
@@ -121,6 +122,7 @@ class GenerationHandler:
                 framing=self.dialect.framing,
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=started.generation.cancel,
+                ping=self.dialect.ping if isinstance(self.dialect, Pings) else None,
             )
         try:
             return await self._complete(request, started)

@@ -28,9 +28,12 @@ class EventStreamResponse:
         framing: Framing,
         keepalive_seconds: float,
         on_close: Callable[[], None],
+        ping: Frame | None = None,
     ) -> None:
+        """`ping`: the frame sent while idle (the dialect's own); None: a comment."""
         self._frames = frames if isinstance(frames, AsyncGenerator) else _ready(frames)
         self._framing = framing
+        self._keepalive = encode(ping, framing) if ping is not None else keepalive(framing)
         self._keepalive_seconds = keepalive_seconds
         self._on_close = on_close
         self._last_sent = time.monotonic()
@@ -46,7 +49,7 @@ class EventStreamResponse:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             async with anyio.create_task_group() as group:
                 group.start_soon(self._listen_for_disconnect, receive, group.cancel_scope)
-                if self._keepalive_seconds > 0 and keepalive(self._framing) is not None:
+                if self._keepalive_seconds > 0 and self._keepalive is not None:
                     group.start_soon(self._ping, send)
                 group.start_soon(self._write_all, send, group.cancel_scope)
         except OSError:
@@ -87,7 +90,7 @@ class EventStreamResponse:
             idle_until = self._last_sent + self._keepalive_seconds
             await anyio.sleep(max(0.0, idle_until - time.monotonic()))
             if time.monotonic() - self._last_sent >= self._keepalive_seconds:
-                await self._send(send, keepalive(self._framing) or b"")
+                await self._send(send, self._keepalive or b"")
 
     async def _listen_for_disconnect(self, receive: Receive, scope: anyio.CancelScope) -> None:
         while True:

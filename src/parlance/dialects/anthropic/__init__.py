@@ -13,7 +13,7 @@ from parlance.core.accumulate import Completion
 from parlance.core.errors import ParlanceError
 from parlance.dialects.anthropic import errors, result
 from parlance.dialects.anthropic.request import MessagesRequest, generation_request
-from parlance.dialects.anthropic.stream import MessageEncoder
+from parlance.dialects.anthropic.stream import PING, MessageEncoder
 from parlance.dialects.base import Call, ErrorResponse, Framing, Served
 from parlance.dialects.wire import parse_body
 
@@ -27,6 +27,7 @@ class MessagesCall(Call):
 
 class AnthropicMessages:
     framing: Framing = "sse"
+    ping = PING  # sent while the engine is silent, as Anthropic's own streams do
 
     def parse(self, body: Any) -> MessagesCall:
         req = parse_body(MessagesRequest, body)

@@ -29,6 +29,9 @@ def event(data: dict[str, Any]) -> Frame:
     return Frame(data, event=data["type"])
 
 
+PING = event({"type": "ping"})
+
+
 class MessageEncoder:
     """Choice 0 of the generation (Messages has no `n`)."""
 
@@ -45,7 +48,7 @@ class MessageEncoder:
         start_usage = usage(Usage(self._input_tokens, 0))
         message = {**self._shell, "content": [], "stop_reason": None, "stop_sequence": None,
                    "usage": start_usage}
-        return [event({"type": "message_start", "message": message}), event({"type": "ping"})]
+        return [event({"type": "message_start", "message": message}), PING]
 
     def feed(self, ev: Event) -> list[Frame]:
         match ev:
