@@ -306,3 +306,16 @@ async def test_model_list_in_anthropics_shape_with_anthropic_version(client):
     one = (await client.get("/v1/models/fake-alias", headers=headers)).json()
     assert one["type"] == "model" and one["id"] == "fake-alias"
     assert (await client.get("/v1/models")).json()["object"] == "list"  # OpenAI's otherwise
+
+
+async def test_output_config_format_is_the_neutral_json_schema_format(client, fake_engine):
+    schema = {"type": "object", "properties": {"city": {"type": "string"}},
+              "required": ["city"], "additionalProperties": False}
+    response = await client.post(MESSAGES, json={**HELLO, "output_config": {
+        "effort": "high", "format": {"type": "json_schema", "schema": schema}}})
+    assert response.status_code == 200, response.text
+    request = fake_engine.requests[-1]
+    assert request.response_format is not None
+    assert (request.response_format.kind, request.response_format.schema) == ("json_schema",
+                                                                              schema)
+    assert request.reasoning.effort is ReasoningEffort.HIGH

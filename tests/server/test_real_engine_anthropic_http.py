@@ -3,6 +3,8 @@ as oracle (strict validation). Expected texts come from another run of the model
 
 from __future__ import annotations
 
+import json
+
 import httpx2
 import pytest
 from anthropic import AsyncAnthropic
@@ -85,3 +87,14 @@ async def test_forced_tool_use_then_tool_result_round_trip(sdk):
                                        tool_choice={"type": "none"})
     assert answer.content and answer.content[0].type == "text" and answer.content[0].text
     assert answer.stop_reason in ("end_turn", "max_tokens")
+
+
+async def test_output_config_format_gives_json_valid_for_the_schema(sdk):
+    schema = {"type": "object", "properties": {"city": {"type": "string"}},
+              "required": ["city"], "additionalProperties": False}
+    message = await sdk.messages.create(
+        model=MODEL_ID, max_tokens=60, extra_body=GREEDY,
+        messages=user("Name the capital of France as JSON."),
+        output_config={"format": {"type": "json_schema", "schema": schema}})
+    answer = json.loads(message.content[0].text)
+    assert set(answer) == {"city"} and isinstance(answer["city"], str)

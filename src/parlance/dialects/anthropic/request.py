@@ -15,7 +15,13 @@ from pydantic import Field
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
-from parlance.core.tools import ReasoningEffort, ReasoningRequest, ToolChoice, ToolSpec
+from parlance.core.tools import (
+    ReasoningEffort,
+    ReasoningRequest,
+    ResponseFormat,
+    ToolChoice,
+    ToolSpec,
+)
 from parlance.dialects import openai_tools
 from parlance.dialects.wire import Probability, WireModel
 
@@ -65,8 +71,14 @@ class ThinkingIn(WireModel):
     budget_tokens: int | None = None
 
 
+class OutputFormatIn(WireModel):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
 class OutputConfigIn(WireModel):
     effort: Literal["low", "medium", "high", "max"] | None = None
+    format: OutputFormatIn | None = None
 
 
 class MessagesRequest(WireModel):
@@ -280,6 +292,15 @@ def sampling(req: MessagesRequest) -> tuple[SamplingParams, frozenset[str]]:
     return params, frozenset(chosen)
 
 
+def response_format(req: MessagesRequest) -> ResponseFormat | None:
+    """`output_config.format`: the answer is JSON valid for the schema (grammar-enforced)."""
+    fmt = req.output_config.format if req.output_config else None
+    if fmt is None:
+        return None
+    return ResponseFormat("json_schema", fmt.schema_, strict=True,
+                          param="output_config.format.schema")
+
+
 def generation_request(req: MessagesRequest, *, counting: bool = False) -> GenerationRequest:
     if req.max_tokens is None and not counting:
         raise InvalidRequest("max_tokens: Field required", param="max_tokens")
@@ -299,5 +320,6 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
         tools=specs,
         tool_choice=choice,
         parallel_tool_calls=not (req.tool_choice and req.tool_choice.disable_parallel_tool_use),
+        response_format=response_format(req),
         reasoning=reasoning(req, counting=counting),
     )
