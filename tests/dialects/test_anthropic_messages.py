@@ -319,3 +319,12 @@ async def test_output_config_format_is_the_neutral_json_schema_format(client, fa
     assert (request.response_format.kind, request.response_format.schema) == ("json_schema",
                                                                               schema)
     assert request.reasoning.effort is ReasoningEffort.HIGH
+
+
+async def test_missing_api_key_names_both_headers(fake_engine):
+    app = make_app(fake_engine, api_keys=("sk-right",))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://test") as client:
+        refused = await client.post(MESSAGES, json=HELLO)
+    assert refused.status_code == 401
+    assert "x-api-key" in check_error(refused.json())["message"]

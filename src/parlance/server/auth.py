@@ -24,7 +24,8 @@ def authorize(request: HTTPConnection, keys: tuple[str, ...]) -> None:
     key = presented_key(request)
     if key is None:
         raise AuthenticationFailed(
-            "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+            "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' "
+            "or 'x-api-key: <key>'.",
             code="missing_api_key")
     if not any(hmac.compare_digest(key.encode(), k.encode()) for k in keys):
         raise AuthenticationFailed("Incorrect API key provided.", code="invalid_api_key")
