@@ -234,6 +234,7 @@ async def test_thinking_maps_to_the_reasoning_request(client, fake_engine, field
     ({"messages": [{"role": "user", "content": [{"type": "document", "source": {
         "type": "url", "url": "https://example.com/a.pdf"}}]}]}, "text source"),
     ({"temperature": 1.5}, "temperature"),
+    ({"tools": [], "tool_choice": {"type": "any"}}, "'any' needs tools"),
 ])
 async def test_bad_requests_are_400_in_anthropics_envelope(client, change, param_words):
     body = {k: v for k, v in {**HELLO, "tools": [WEATHER], **change}.items() if v is not None}

@@ -250,6 +250,8 @@ def tool_choice(choice: ToolChoiceIn | None, specs: tuple[ToolSpec, ...]) -> Too
                                  param="tool_choice.name")
         return openai_tools.tool_choice(None, choice.name, specs)
     mode = {"auto": "auto", "any": "required", "none": "none"}[choice.type]
+    if not specs and choice.type == "any":
+        raise InvalidRequest("tool_choice of type 'any' needs tools.", param="tool_choice")
     if mode == "auto" and not specs:
         return ToolChoice("none")
     return openai_tools.tool_choice(mode, None, specs)
