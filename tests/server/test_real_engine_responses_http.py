@@ -12,6 +12,7 @@ import pytest
 
 from tests.openresponses import check_response, checked_events
 from tests.real_engine import (
+    CHAT_PROMPT,
     MODEL_ID,
     PATIENCE,
     ServerThread,
@@ -59,8 +60,9 @@ async def test_stream_helper_and_output_cap(sdk):
                                         temperature=0, max_output_tokens=16) as stream:
             kinds = [e.type async for e in stream]
         assert kinds[-1] == "response.incomplete"
-        async with sdk.responses.stream(model=MODEL_ID, input="Say hello.", temperature=0,
-                                        max_output_tokens=40) as stream:
+        # a prompt whose greedy answer ends by itself (SmolLM2's "Say hello." runs on)
+        async with sdk.responses.stream(model=MODEL_ID, input=CHAT_PROMPT, temperature=0,
+                                        max_output_tokens=200) as stream:
             final = await stream.get_final_response()
     assert final.status == "completed" and final.output_text
 

@@ -136,7 +136,9 @@ async def test_api_keys_protect_v1_but_not_health():
         right = await client.post(CHAT, json=HELLO, headers={"authorization": "Bearer k2"})
         x_api_key = await client.get("/v1/models", headers={"x-api-key": "k1"})
         health = await client.get("/health")
+        probe = await client.head("/")  # Claude Code's and Ollama apps' liveness probe
     assert missing.status_code == wrong.status_code == 401
+    assert probe.status_code == 200
     assert missing.json()["error"]["type"] == "authentication_error"
     assert wrong.json()["error"]["code"] == "invalid_api_key"
     assert right.status_code == x_api_key.status_code == health.status_code == 200

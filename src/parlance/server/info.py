@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from parlance.core.errors import ParlanceError
 from parlance.dialects import anthropic, openai_common
@@ -49,6 +49,10 @@ class InfoEndpoints:
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
+
+    async def root(self, request: Request) -> Response:
+        """`HEAD /` or `GET /`: the liveness probe Claude Code and Ollama apps send."""
+        return PlainTextResponse("Parlance is running")
 
     async def _list_models(self, request: Request) -> dict[str, Any]:
         """Every model a request may name, loaded or not: models load on first use
