@@ -23,12 +23,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from parlance.dialects.anthropic.request import MessagesRequest
 from parlance.dialects.lmstudio.models import DownloadRequest, LoadRequest, UnloadRequest
 from parlance.dialects.lmstudio.request import ChatRequest as LMStudioChatRequest
 from parlance.dialects.openai_chat import ChatRequest
 from parlance.dialects.openai_completions import CompletionRequest
 from parlance.dialects.openai_responses.request import ResponsesRequest
 from parlance.engines.fake import FakeEngine
+from tests.anthropic_contract import stream_events
 from tests.conftest import make_app
 from tests.lmstudio_contract import checked_events
 from tests.server.envelopes import checked_error
@@ -83,6 +85,21 @@ RESPONSES_BODIES = (
      "tools": [{"type": "mcp", "server_label": "x", "server_url": "http://127.0.0.1:9/mcp",
                 "require_approval": "never"}]},
 )
+MESSAGES_BODIES = (
+    {"model": "fake-model", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]},
+    {"model": "claude-x", "max_tokens": 8, "stream": True, "system": [
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+     "stop_sequences": ["x"], "temperature": 0.5, "top_k": 3,
+     "thinking": {"type": "adaptive"}, "metadata": {"user_id": "u"},
+     "tools": [{"name": "get_weather", "input_schema": SCHEMA}],
+     "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
+     "messages": [{"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+                  {"role": "assistant", "content": [{"type": "tool_use", "id": "t1",
+                                                      "name": "get_weather",
+                                                      "input": {"city": "Rome"}}]},
+                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                "content": "Sunny", "is_error": False}]}]},
+)
 LMSTUDIO_BODIES = (
     {"model": "fake-model", "input": "Hi"},
     {"model": "fake-model", "stream": True, "system_prompt": "Be brief.", "store": False,
@@ -100,6 +117,8 @@ ROUTES = (
     PostRoute("/v1/completions", CompletionRequest, COMPLETION_BODIES),
     PostRoute("/v1/responses", ResponsesRequest, RESPONSES_BODIES),
     PostRoute("/api/v1/chat", LMStudioChatRequest, LMSTUDIO_BODIES),
+    PostRoute("/v1/messages", MessagesRequest, MESSAGES_BODIES),
+    PostRoute("/v1/messages/count_tokens", MessagesRequest, MESSAGES_BODIES[:1], examples=40),
     PostRoute("/v1/responses/input_tokens", ResponsesRequest, RESPONSES_BODIES[:2]),
     PostRoute("/api/v1/models/load", LoadRequest,
               ({"model": "fake-model", "context_length": 512, "echo_load_config": True},)),
@@ -217,6 +236,8 @@ async def exchange(path: str, body: bytes) -> None:
         elif response.headers["content-type"].startswith("text/event-stream"):
             if path.startswith("/api/"):
                 checked_events(response.text)
+            elif path.startswith("/v1/messages"):
+                assert stream_events(response.text)[-1]["type"] in ("message_stop", "error")
             else:
                 assert sse_data(response.text)[-1] == "[DONE]", where
         else:

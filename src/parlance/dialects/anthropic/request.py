@@ -97,6 +97,7 @@ class MessagesRequest(WireModel):
     output_config: OutputConfigIn | None = None
     metadata: dict[str, Any] | None = None
     service_tier: str | None = None
+    mcp_servers: list[Any] | None = None  # the MCP connector: refused, never ignored
 
 
 def _no_vision(where: str) -> InvalidRequest:
@@ -308,6 +309,9 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
         raise InvalidRequest("max_tokens: Field required", param="max_tokens")
     if not req.messages:
         raise InvalidRequest("messages: at least one message is required.", param="messages")
+    if req.mcp_servers:  # ignoring them would let the model answer without its tools
+        raise InvalidRequest("mcp_servers: the MCP connector is not supported by this server "
+                             "yet; run the MCP servers in the client.", param="mcp_servers")
     specs = tools(req)
     choice = tool_choice(req.tool_choice, specs)
     params, chosen = sampling(req)
