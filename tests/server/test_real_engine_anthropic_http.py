@@ -98,3 +98,20 @@ async def test_output_config_format_gives_json_valid_for_the_schema(sdk):
         output_config={"format": {"type": "json_schema", "schema": schema}})
     answer = json.loads(message.content[0].text)
     assert set(answer) == {"city"} and isinstance(answer["city"], str)
+
+
+@pytest.mark.parametrize("settings", [
+    {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}},  # Claude Code
+    {"thinking": {"type": "enabled", "budget_tokens": 1024}},
+    {"thinking": {"type": "disabled"}},
+])
+async def test_thinking_is_a_preference_a_model_that_cannot_reason_answers(sdk, settings):
+    """SmolLM2 does not reason: Anthropic's thinking settings (Claude Code sends them on
+    every request) get a plain answer, never the 400 Chat's reasoning_effort gets."""
+    plain = await sdk.messages.create(model=MODEL_ID, max_tokens=2048, extra_body=GREEDY,
+                                      messages=user(CHAT_PROMPT))
+    message = await sdk.messages.create(model=MODEL_ID, max_tokens=2048,
+                                        extra_body={**GREEDY, **settings},
+                                        messages=user(CHAT_PROMPT))
+    assert [block.type for block in message.content] == ["text"]
+    assert message.content[0].text == plain.content[0].text

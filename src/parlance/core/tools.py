@@ -136,3 +136,6 @@ class ReasoningEffort(StrEnum):
 class ReasoningRequest:
     effort: ReasoningEffort
     param: str = "reasoning_effort"
+    # A preference, not a demand (Anthropic's `thinking`, which Claude Code always sends):
+    # a model that cannot honour it answers as it can instead of refusing the request.
+    best_effort: bool = False

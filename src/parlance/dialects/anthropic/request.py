@@ -23,6 +23,8 @@ from parlance.core.tools import (
     ToolSpec,
 )
 from parlance.dialects import openai_tools
+from parlance.dialects.anthropic import mcp
+from parlance.dialects.anthropic.mcp import McpServerIn
 from parlance.dialects.wire import Probability, WireModel
 
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for thinking.budget_tokens
@@ -97,7 +99,7 @@ class MessagesRequest(WireModel):
     output_config: OutputConfigIn | None = None
     metadata: dict[str, Any] | None = None
     service_tier: str | None = None
-    mcp_servers: list[Any] | None = None  # the MCP connector: refused, never ignored
+    mcp_servers: list[McpServerIn] | None = None  # the MCP connector, run server-side
 
 
 def _no_vision(where: str) -> InvalidRequest:
@@ -276,13 +278,16 @@ def reasoning(req: MessagesRequest, *, counting: bool) -> ReasoningRequest | Non
         if not counting and req.max_tokens is not None and budget >= req.max_tokens:
             raise InvalidRequest("max_tokens must be greater than thinking.budget_tokens.",
                                  param="max_tokens")
+    # Anthropic's models take thinking settings they cannot honour without a 400 (and a
+    # 400 ends Claude Code's turn), so each is a preference: best effort.
     if thinking is not None and thinking.type == "disabled":
-        return ReasoningRequest(ReasoningEffort.NONE, param="thinking")
+        return ReasoningRequest(ReasoningEffort.NONE, param="thinking", best_effort=True)
     effort = req.output_config.effort if req.output_config else None
     if effort is not None:
-        return ReasoningRequest(_EFFORTS[effort], param="output_config.effort")
+        return ReasoningRequest(_EFFORTS[effort], param="output_config.effort",
+                                best_effort=True)
     if thinking is not None:
-        return ReasoningRequest(ReasoningEffort.ON, param="thinking")
+        return ReasoningRequest(ReasoningEffort.ON, param="thinking", best_effort=True)
     return None
 
 
@@ -309,9 +314,6 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
         raise InvalidRequest("max_tokens: Field required", param="max_tokens")
     if not req.messages:
         raise InvalidRequest("messages: at least one message is required.", param="messages")
-    if req.mcp_servers:  # ignoring them would let the model answer without its tools
-        raise InvalidRequest("mcp_servers: the MCP connector is not supported by this server "
-                             "yet; run the MCP servers in the client.", param="mcp_servers")
     specs = tools(req)
     choice = tool_choice(req.tool_choice, specs)
     params, chosen = sampling(req)
@@ -328,4 +330,5 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
         parallel_tool_calls=not (req.tool_choice and req.tool_choice.disable_parallel_tool_use),
         response_format=response_format(req),
         reasoning=reasoning(req, counting=counting),
+        tool_servers=mcp.tool_servers(req.mcp_servers),
     )

@@ -55,6 +55,8 @@ def _reasoning_switch(template: ChatTemplate, request: GenerationRequest) -> dic
         return {}  # a model that never reasons already honours "none"
     if template.reasoning is not None and not off:
         return {}  # it always reasons; there is no level to set
+    if wanted.best_effort:
+        return {}  # the client takes the model as it is
     what = ("does not reason" if template.reasoning is None and switch is None
             else "cannot turn its reasoning off")
     raise InvalidRequest(f"This model {what}, so reasoning effort '{effort.value}' cannot "
