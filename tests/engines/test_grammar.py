@@ -43,6 +43,12 @@ def test_schema_problems_are_found(schema):
     assert grammar.schema_problem(schema)
 
 
+def test_keywords_llguidance_does_not_implement_are_not_enforced_nor_refused():
+    schema = {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"},
+              "additionalProperties": {"type": "string"}}
+    assert grammar.schema_problem(schema) is None
+
+
 def test_check_schemas_names_the_clients_parameter():
     bad = ToolSpec("f", parameters={"type": "strin"}, param="tools[3].parameters")
     request = GenerationRequest(model="m", prompts=(ChatInput((Message("user", "x"),)),),

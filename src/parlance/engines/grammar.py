@@ -28,7 +28,11 @@ from parlance.core.request import GenerationRequest
 from parlance.core.tools import InputGrammar, ToolSpec
 from parlance.engines.parsing.syntax import SYNTAXES, ToolSyntax
 
-JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+# `lenient`: keywords llguidance does not implement (`propertyNames`, as in one of Claude
+# Code's tools) are not enforced rather than refused, as llama.cpp's own conversion does;
+# a schema that is wrong is still a 400.
+JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": ",
+               "lenient": True}
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
