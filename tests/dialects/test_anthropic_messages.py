@@ -236,7 +236,7 @@ async def test_thinking_maps_to_the_reasoning_request(client, fake_engine, field
     ({"temperature": 1.5}, "temperature"),
     ({"tools": [], "tool_choice": {"type": "any"}}, "'any' needs tools"),
     ({"mcp_servers": [{"type": "url", "url": "https://mcp.example/sse", "name": "x"}]},
-     "mcp_servers"),
+     "--allow-request-mcp"),  # per-request MCP servers are off by default
 ])
 async def test_bad_requests_are_400_in_anthropics_envelope(client, change, param_words):
     body = {k: v for k, v in {**HELLO, "tools": [WEATHER], **change}.items() if v is not None}

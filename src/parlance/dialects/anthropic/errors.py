@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from parlance.core.errors import Overloaded, ParlanceError
+from parlance.core.errors import Overloaded, ParlanceError, ToolServerUnreachable
 from parlance.dialects.base import ErrorResponse, Frame
 
 # kind -> (HTTP status, Anthropic error type). A full queue is 529 (Claude Code retries it).
@@ -37,8 +37,17 @@ def new_request_id() -> str:
     return "req_" + secrets.token_hex(12)
 
 
+def _status(error: ParlanceError) -> int:
+    """An MCP server the request named that cannot be used (not allowed, refused by the
+    address guard, unreachable) is the request's fault: a 400 invalid_request_error."""
+    if isinstance(error, ToolServerUnreachable) and not error.server_fault:
+        return 400
+    return _ERRORS.get(error.kind, _ERRORS["internal"])[0]
+
+
 def error_object(error: ParlanceError) -> dict[str, Any]:
-    _, kind = _ERRORS.get(error.kind, _ERRORS["internal"])
+    kind = "invalid_request_error" if _status(error) == 400 else _ERRORS.get(
+        error.kind, _ERRORS["internal"])[1]
     message = error.message
     if error.kind == "context_overflow":
         message = f"{PROMPT_TOO_LONG}: {message}"
@@ -46,7 +55,7 @@ def error_object(error: ParlanceError) -> dict[str, Any]:
 
 
 def render_error(error: ParlanceError) -> ErrorResponse:
-    status, _ = _ERRORS.get(error.kind, _ERRORS["internal"])
+    status = _status(error)
     request_id = new_request_id()
     rendered = ErrorResponse.of(error, status, {"type": "error", "error": error_object(error),
                                                 "request_id": request_id})

@@ -243,16 +243,24 @@ def tools(req: MessagesRequest) -> tuple[ToolSpec, ...]:
     return tuple(specs)
 
 
-def tool_choice(choice: ToolChoiceIn | None, specs: tuple[ToolSpec, ...]) -> ToolChoice:
-    """`any` and `tool` are the neutral forced modes (grammar-guaranteed, as in Chat)."""
+def tool_choice(choice: ToolChoiceIn | None, specs: tuple[ToolSpec, ...],
+                servers: bool = False) -> ToolChoice:
+    """`any` and `tool` are the neutral forced modes (grammar-guaranteed, as in Chat).
+    With `servers` (MCP servers whose tools join later) the model may call tools even
+    when the request itself defines none."""
     if choice is None:
-        return openai_tools.tool_choice(None, None, specs)
+        return ToolChoice("auto") if servers else openai_tools.tool_choice(None, None, specs)
     if choice.type == "tool":
         if not choice.name:
             raise InvalidRequest("tool_choice of type 'tool' needs a name.",
                                  param="tool_choice.name")
+        if servers:  # checked once the servers have listed their tools
+            return ToolChoice("named", choice.name)
         return openai_tools.tool_choice(None, choice.name, specs)
-    mode = {"auto": "auto", "any": "required", "none": "none"}[choice.type]
+    mode: Literal["auto", "required", "none"] = (
+        "required" if choice.type == "any" else choice.type)
+    if servers:
+        return ToolChoice(mode)
     if not specs and choice.type == "any":
         raise InvalidRequest("tool_choice of type 'any' needs tools.", param="tool_choice")
     if mode == "auto" and not specs:
@@ -315,7 +323,8 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
     if not req.messages:
         raise InvalidRequest("messages: at least one message is required.", param="messages")
     specs = tools(req)
-    choice = tool_choice(req.tool_choice, specs)
+    servers = mcp.tool_servers(req.mcp_servers)
+    choice = tool_choice(req.tool_choice, specs, bool(servers))
     params, chosen = sampling(req)
     return GenerationRequest(
         model=req.model,
@@ -330,5 +339,5 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
         parallel_tool_calls=not (req.tool_choice and req.tool_choice.disable_parallel_tool_use),
         response_format=response_format(req),
         reasoning=reasoning(req, counting=counting),
-        tool_servers=mcp.tool_servers(req.mcp_servers),
+        tool_servers=servers,
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from parlance.core.accumulate import ChoiceResult, Completion, TextPart, ToolCallResult
 from parlance.core.events import Finish, FinishReason, Usage
+from parlance.dialects.anthropic import mcp
 
 _STOP_REASONS = {FinishReason.STOP: "end_turn", FinishReason.LENGTH: "max_tokens",
                  FinishReason.TOOL_CALLS: "tool_use"}
@@ -61,6 +62,12 @@ def content(choice: ChoiceResult) -> list[dict[str, Any]]:
         elif isinstance(part, TextPart) and part.kind == "reasoning" and part.text:
             blocks.append({"type": "thinking", "thinking": part.text,
                            "signature": signature(part.text)})
+        elif isinstance(part, ToolCallResult) and part.provider is not None:
+            blocks.append(mcp.use_block(part.call_id, part.name, part.provider.label,
+                                        _tool_input(part.arguments)))
+            outcome = part.refused if part.refused is not None else part.output
+            if outcome is not None:
+                blocks.append(mcp.result_block(part.call_id, outcome))
         elif isinstance(part, ToolCallResult):
             blocks.append({"type": "tool_use", "id": part.call_id, "name": part.name,
                            "input": _tool_input(part.arguments)})

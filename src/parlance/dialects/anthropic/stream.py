@@ -1,7 +1,12 @@
 """The Messages stream: `message_start`, a `ping`, then per content block
 `content_block_start` / `_delta` / `_stop` with consecutive indexes (one block open at a
 time), `message_delta` (stop reason, cumulative output tokens), `message_stop`.
-Every event's SSE name equals its `data.type`. A failure is an `event: error` frame."""
+Every event's SSE name equals its `data.type`. A failure is an `event: error` frame.
+
+A call the server runs itself (an `mcp_servers` tool) is an `mcp_tool_use` block, its
+input streamed as `input_json_delta`, then its `mcp_tool_result` block whole; what the
+model says after the call waits for that result, so the stream shows each call next
+to its result, in the same order as the non-stream Message."""
 
 from __future__ import annotations
 
@@ -16,13 +21,16 @@ from parlance.core.events import (
     ToolCallArgs,
     ToolCallEnd,
     ToolCallStart,
+    ToolRefused,
+    ToolResult,
     Usage,
 )
+from parlance.dialects.anthropic import mcp
 from parlance.dialects.anthropic.errors import error_frame
 from parlance.dialects.anthropic.result import message_shell, signature, stop_fields, usage
 from parlance.dialects.base import Frame
 
-BlockKind = Literal["text", "thinking", "tool_use"]
+BlockKind = Literal["text", "thinking", "tool_use", "mcp_tool_use", "mcp_tool_result"]
 
 
 def event(data: dict[str, Any]) -> Frame:
@@ -43,6 +51,9 @@ class MessageEncoder:
         self._thinking = ""  # the open thinking block's text, for its signature
         self._finish: Finish | None = None
         self._usage: Usage | None = None
+        self._call_id = ""  # the open tool block's call id
+        self._awaiting: tuple[int, str] | None = None  # the server-side call (index, id)
+        self._held: list[Event] = []  # events after that call, until its result
 
     def open(self) -> list[Frame]:
         start_usage = usage(Usage(self._input_tokens, 0))
@@ -51,6 +62,16 @@ class MessageEncoder:
         return [event({"type": "message_start", "message": message}), PING]
 
     def feed(self, ev: Event) -> list[Frame]:
+        if self._awaiting is not None:
+            call_index, call_id = self._awaiting
+            if isinstance(ev, ToolResult | ToolRefused) and ev.call_index == call_index:
+                outcome = ev if isinstance(ev, ToolRefused) else ev.output
+                self._awaiting = None
+                frames = [*self._start("mcp_tool_result", mcp.result_block(call_id, outcome)),
+                          *self._stop()]
+                return frames + self._release()
+            self._held.append(ev)
+            return []
         match ev:
             case TextDelta(text=text, index=0) if text:
                 return [*self._ensure("text", {"type": "text", "text": ""}),
@@ -60,6 +81,14 @@ class MessageEncoder:
                                                    "signature": ""})
                 self._thinking += text
                 return [*frames, self._delta({"type": "thinking_delta", "thinking": text})]
+            case ToolCallStart(call_id=call_id, name=name, index=0, provider=provider) if (
+                    provider is not None):
+                self._call_id = call_id
+                block = mcp.use_block(call_id, name, provider.label, {})
+                return [*self._stop(), *self._start("mcp_tool_use", block)]
+            case ToolCallEnd(index=0, call_index=call_index) if self._open == "mcp_tool_use":
+                self._awaiting = (call_index, self._call_id)
+                return self._stop()
             case ToolCallStart(call_id=call_id, name=name, index=0):
                 frames = self._stop()
                 return [*frames, *self._start("tool_use", {"type": "tool_use", "id": call_id,
@@ -76,7 +105,10 @@ class MessageEncoder:
         return []
 
     def close(self) -> list[Frame]:
-        frames = self._stop()
+        frames: list[Frame] = []
+        while self._awaiting is not None:  # a server-side call that never ran: no result
+            frames += self._release()
+        frames += self._stop()
         reason, stop_sequence = stop_fields(self._finish)
         output_tokens = self._usage.completion_tokens if self._usage else 0
         return [*frames,
@@ -87,6 +119,14 @@ class MessageEncoder:
 
     def fail(self, error: ParlanceError) -> list[Frame]:
         return [error_frame(error)]
+
+    def _release(self) -> list[Frame]:
+        """The events held back behind a server-side call, now that it has its result."""
+        held, self._held, self._awaiting = self._held, [], None
+        frames: list[Frame] = []
+        for ev in held:
+            frames += self.feed(ev)
+        return frames
 
     def _ensure(self, kind: BlockKind, block: dict[str, Any]) -> list[Frame]:
         if self._open == kind:

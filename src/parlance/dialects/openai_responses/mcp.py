@@ -19,7 +19,8 @@ from pydantic import Field
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
-from parlance.core.tools import Approval, ApprovedCall, ToolProvider, ToolServerRef
+from parlance.core.tools import Approval, ApprovedCall, ToolServerRef
+from parlance.dialects.mcp_servers import server_ref
 from parlance.dialects.wire import WireModel
 
 
@@ -83,20 +84,11 @@ def tool_servers(tools: list[Any]) -> tuple[ToolServerRef, ...]:
                 "name an MCP server by server_url, or a server from this server's mcp.json "
                 "by its server_label alone.", param=f"{at}.connector_id",
                 code="unsupported_parameter")
-        if any(ref.provider.label == tool.server_label for ref in refs):
-            raise InvalidRequest(f"Two MCP tools have the server_label "
-                                 f"'{tool.server_label}'; labels must be unique.",
-                                 param=f"{at}.server_label")
-        headers = dict(tool.headers or {})
-        if tool.authorization:
-            headers["Authorization"] = f"Bearer {tool.authorization}"
         allowed = tool.allowed_tools
         names = allowed.tool_names or [] if isinstance(allowed, ToolFilter) else allowed
-        kind: Literal["ephemeral_mcp", "plugin"] = (
-            "ephemeral_mcp" if tool.server_url else "plugin")
-        refs.append(ToolServerRef(
-            ToolProvider(kind, tool.server_label), tool.server_url,
-            None if names is None else tuple(names), tuple(headers.items()), param=at,
+        refs.append(server_ref(
+            tool.server_label, tool.server_url, param=at, label_param=f"{at}.server_label",
+            taken=refs, allowed_tools=names, headers=tool.headers, bearer=tool.authorization,
             approval=_approval(tool.require_approval),
             allow_read_only=isinstance(allowed, ToolFilter) and bool(allowed.read_only)))
     return tuple(refs)
