@@ -233,3 +233,21 @@ async def test_operator_rules_per_request_servers_and_private_addresses(fake_eng
         error = check_error(response.json())
         assert error["type"] == "invalid_request_error" and words in error["message"]
     assert fake_engine.requests == []
+
+
+async def test_the_next_turn_reads_the_calls_back_as_the_model_made_them(client, fake_engine,
+                                                                        mcp):
+    enqueue_search(fake_engine)
+    first = message(await client.post(MESSAGES, json=ask(hub(mcp))))
+    fake_engine.enqueue(TextDelta("You're welcome."), Finish(FinishReason.STOP), Usage(9, 3))
+    follow_up = ask(hub(mcp))
+    follow_up["messages"] += [{"role": "assistant", "content": first["content"]},
+                              {"role": "user", "content": "Thanks!"}]
+    message(await client.post(MESSAGES, json=follow_up))
+    said = fake_engine.requests[-1].prompts[0].messages
+    assert [m.role for m in said] == ["user", "assistant", "tool", "assistant", "user"]
+    call = said[1].tool_calls[0]
+    assert call.name == "model_search" and call.id == first["content"][0]["id"]
+    assert json.loads(call.arguments) == {"sort": "trendingScore", "limit": 1}
+    assert said[2].tool_call_id == call.id and said[2].content == SEARCH_TEXT
+    assert said[3].content == ANSWER and said[4].content == "Thanks!"

@@ -169,8 +169,14 @@ def _user_messages(role: Literal["user", "system"], blocks: list[Block],
     return out
 
 
-def _assistant_message(blocks: list[Block], where: str) -> Message:
-    texts, reasoning, calls = [], [], []
+def _assistant_messages(blocks: list[Block], where: str) -> list[Message]:
+    """An assistant turn. The server's own MCP calls in it (`mcp_tool_use`, then its
+    `mcp_tool_result`) split it: what was said up to the call, the tool's answer, the
+    rest, as the model saw them when it made the call."""
+    out: list[Message] = []
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCall] = []
     for j, block in enumerate(blocks):
         at = f"{where}[{j}]"
         match block.type:
@@ -180,16 +186,29 @@ def _assistant_message(blocks: list[Block], where: str) -> Message:
                 reasoning.append(block.thinking or "")
             case "redacted_thinking":
                 pass  # encrypted by another server: nothing this model can read
-            case "tool_use":
+            case "tool_use" | "mcp_tool_use":
                 if not block.id or not block.name:
-                    raise InvalidRequest(f"{at}: tool_use blocks need an id and a name.",
+                    raise InvalidRequest(f"{at}: {block.type} blocks need an id and a name.",
                                          param=at)
                 calls.append(ToolCall(block.id, block.name, json.dumps(block.input or {})))
+            case "mcp_tool_result":
+                if not block.tool_use_id:
+                    raise InvalidRequest(f"{at}.tool_use_id is required.",
+                                         param=f"{at}.tool_use_id")
+                if texts or reasoning or calls:
+                    out.append(Message("assistant", "".join(texts), tool_calls=tuple(calls),
+                                       reasoning="".join(reasoning) or None))
+                    texts, reasoning, calls = [], [], []
+                result = _text_blocks(block.content, f"{at}.content")
+                out.append(Message("tool", f"Error: {result}" if block.is_error else result,
+                                   tool_call_id=block.tool_use_id))
             case other:
                 raise InvalidRequest(f"{at}: a block of type '{other}' is not allowed in an "
                                      "assistant message.", param=f"{at}.type")
-    return Message("assistant", "".join(texts), tool_calls=tuple(calls),
-                   reasoning="".join(reasoning) or None)
+    if texts or reasoning or calls or not out:
+        out.append(Message("assistant", "".join(texts), tool_calls=tuple(calls),
+                           reasoning="".join(reasoning) or None))
+    return out
 
 
 def _merged(messages: list[Message]) -> list[Message]:
@@ -217,7 +236,7 @@ def conversation(req: MessagesRequest) -> tuple[Message, ...]:
         where = f"messages[{i}].content"
         blocks = [Block(type="text", text=m.content)] if isinstance(m.content, str) else m.content
         if m.role == "assistant":
-            messages.append(_assistant_message(blocks, where))
+            messages.extend(_assistant_messages(blocks, where))
         else:
             messages.extend(_user_messages(m.role, blocks, where))
     return tuple(_merged(messages))
