@@ -251,3 +251,25 @@ async def test_the_next_turn_reads_the_calls_back_as_the_model_made_them(client,
     assert json.loads(call.arguments) == {"sort": "trendingScore", "limit": 1}
     assert said[2].tool_call_id == call.id and said[2].content == SEARCH_TEXT
     assert said[3].content == ANSWER and said[4].content == "Thanks!"
+
+
+async def test_count_tokens_counts_the_servers_tools_under_the_same_rules(client, fake_engine,
+                                                                         mcp, monkeypatch):
+    counted: list[Any] = []
+    count = fake_engine.count_tokens
+
+    async def counting(request):
+        counted.append(request)
+        return await count(request)
+
+    monkeypatch.setattr(fake_engine, "count_tokens", counting)
+    body = {k: v for k, v in ask(hub(mcp, tool_configuration={"allowed_tools": ["add"]})).items()
+            if k != "max_tokens"}
+    response = await client.post(MESSAGES + "/count_tokens", json=body)
+    assert response.status_code == 200, response.text
+    assert [t.name for t in counted[0].tools] == ["add"]
+    gone = hub(mcp, url=f"http://127.0.0.1:{mcp_server.free_port()}/mcp")
+    body["mcp_servers"] = [gone]
+    refused = await client.post(MESSAGES + "/count_tokens", json=body)
+    assert refused.status_code == 400, refused.text
+    assert check_error(refused.json())["type"] == "invalid_request_error"
