@@ -241,7 +241,8 @@ async def test_the_next_turn_reads_the_calls_back_as_the_model_made_them(client,
     first = message(await client.post(MESSAGES, json=ask(hub(mcp))))
     fake_engine.enqueue(TextDelta("You're welcome."), Finish(FinishReason.STOP), Usage(9, 3))
     follow_up = ask(hub(mcp))
-    follow_up["messages"] += [{"role": "assistant", "content": first["content"]},
+    listing = {"type": "mcp_tool_listing", "mcp_server_name": "huggingface", "tools": []}
+    follow_up["messages"] += [{"role": "assistant", "content": [listing, *first["content"]]},
                               {"role": "user", "content": "Thanks!"}]
     message(await client.post(MESSAGES, json=follow_up))
     said = fake_engine.requests[-1].prompts[0].messages

@@ -186,6 +186,8 @@ def _assistant_messages(blocks: list[Block], where: str) -> list[Message]:
                 reasoning.append(block.thinking or "")
             case "redacted_thinking":
                 pass  # encrypted by another server: nothing this model can read
+            case "mcp_tool_listing":
+                pass  # Anthropic's cached tool list: the servers are asked again anyway
             case "tool_use" | "mcp_tool_use":
                 if not block.id or not block.name:
                     raise InvalidRequest(f"{at}: {block.type} blocks need an id and a name.",
