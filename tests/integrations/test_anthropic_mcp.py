@@ -6,7 +6,6 @@ the operator's rules."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -36,22 +35,6 @@ ADD_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_
 ANSWER = "The current top-trending model is SmolLM2."
 SEARCH_TEXT = "Showing first 1 models sorted by trendingScore: HuggingFaceTB/SmolLM2-135M"
 _EVENT = TypeAdapter(BetaRawMessageStreamEvent)
-
-
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[mcp_server.RunningServer]:
-    server = mcp_server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-async def client(fake_engine: FakeEngine) -> AsyncIterator[httpx.AsyncClient]:
-    app = make_app(fake_engine, integrations=IntegrationSettings(
-        allow_request_servers=True, allowed_hosts=("127.0.0.1",)))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t") as c:
-        yield c
 
 
 def hub(mcp, **extra) -> dict[str, Any]:

@@ -5,7 +5,6 @@ failures, transports, and the operator's rules (per-request servers, SSRF)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -34,24 +33,9 @@ SEARCH_CALL = ('<tool_call>\n{"name": "model_search", "arguments": '
 ANSWER = "The current top-trending model is SmolLM2."
 
 
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[mcp_server.RunningServer]:
-    server = mcp_server.start()
-    yield server
-    server.stop()
-
-
 def settings(**overrides) -> IntegrationSettings:
     base = dict(allow_request_servers=True, allowed_hosts=("127.0.0.1",))
     return IntegrationSettings(**{**base, **overrides})
-
-
-@pytest.fixture
-async def client(fake_engine: FakeEngine) -> AsyncIterator[httpx.AsyncClient]:
-    app = make_app(fake_engine, integrations=settings())
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t") as c:
-        yield c
 
 
 def integration(mcp, **extra) -> dict:

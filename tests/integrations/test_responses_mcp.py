@@ -6,7 +6,6 @@ errors."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -45,22 +44,6 @@ CALLED = ["response.output_item.added", "response.mcp_call.in_progress",
 ANSWERED = ["response.output_item.added", "response.content_part.added",
             "response.output_text.delta", "response.output_text.done",
             "response.content_part.done", "response.output_item.done"]
-
-
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[mcp_server.RunningServer]:
-    server = mcp_server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-async def client(fake_engine: FakeEngine) -> AsyncIterator[httpx.AsyncClient]:
-    app = make_app(fake_engine, integrations=IntegrationSettings(
-        allow_request_servers=True, allowed_hosts=("127.0.0.1",)))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t") as c:
-        yield c
 
 
 def hub(mcp, **extra) -> dict[str, Any]:
