@@ -31,7 +31,7 @@ class WireModel(BaseModel):
     @classmethod
     def _long_lists_in_slices(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
         """A long list field is validated a slice at a time. Pydantic holds the GIL for
-        a whole call (50k messages: a quarter of a second), and bodies are parsed on a
+        a whole call, however long the list, and bodies are parsed on a
         worker thread beside the event loop, which gets its turn between slices. A body
         that fails is validated again whole, so the error names its item's true index."""
         long = {key: value for key, value in data.items()

@@ -2,10 +2,11 @@
 
 Parsing 32 MB of messages allocates about a million objects; the collector, which
 runs whenever allocations outpace deallocations, then makes several full passes over
-the whole heap, each holding the GIL for 0.1-0.2 s, during which the event loop cannot
-answer anyone. Paused, it makes at most one pass afterwards, when the refused body is
-already freed (by reference counting, which is never paused). Concurrent parses share
-one pause: the collector resumes when the last one ends, as it was before the first.
+the whole heap, each holding the GIL, during which the event loop cannot answer anyone
+(bench/health_under_load.py measures /health while such a body is parsed). Paused, it
+makes at most one pass afterwards, when the refused body is already freed (by
+reference counting, which is never paused). Concurrent parses share one pause: the
+collector resumes when the last one ends, as it was before the first.
 """
 
 from __future__ import annotations

@@ -247,6 +247,19 @@ class GenerationHandler:
         return JSONResponse(body)
 
 
+async def prompt_tokens(models: ServedModels, settings: ServerSettings, call: Call) -> int:
+    """The prompt tokens `call` would take, as `start` would evaluate them: the tools of
+    its tool servers included (the servers are asked for them, as `start` would)."""
+    model, _, _ = await models.acquire(call.request.model)
+    if call.request.tool_servers:
+        toolbox = await Toolbox.open(call.request.tool_servers, settings.integrations)
+        try:
+            call = _with_tools(call, toolbox)
+        finally:
+            await toolbox.aclose()
+    return await model.engine.count_tokens(call.request)
+
+
 def _with_tools(call: Call, toolbox: Toolbox) -> Call:
     """The call offering the model its server-side tools besides the client's own."""
     request = call.request

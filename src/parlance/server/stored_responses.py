@@ -16,7 +16,7 @@ from parlance.models.served import ServedModels
 from parlance.server.background import BackgroundRuns
 from parlance.server.body import read_json
 from parlance.server.endpoints import answering
-from parlance.server.handler import ServerSettings
+from parlance.server.handler import ServerSettings, prompt_tokens
 from parlance.server.memory import Memory
 from parlance.server.streaming import EventStreamResponse
 from parlance.store.responses import ResponseStore, StoredResponse
@@ -97,8 +97,7 @@ class StoredResponses:
     async def _input_tokens(self, request: Request) -> Response:
         call = self.memory.recall(await read_json(request, self.settings.max_body_bytes,
                                                   self._parse_for_count))
-        model, _, _ = await self.models.acquire(call.request.model)
-        count = await model.engine.count_tokens(call.request)
+        count = await prompt_tokens(self.models, self.settings, call)
         return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
 
     def _parse_for_count(self, body: Any) -> Call:

@@ -20,9 +20,9 @@ from parlance.core.errors import InvalidRequest
 MAX_DEPTH = 64  # nested arrays/objects; real requests (schemas included) use far fewer
 MAX_NUMBER_CHARS = 100  # a seed or token id needs 20; a float's shortest form needs 24
 # Objects (messages, items, content parts...): the work of validating, converting and
-# templating a body grows with them, far faster than with its bytes (32 MB of short
-# messages took 5 s of parsing, 2 s of it in one call that holds the GIL). A 128k-token
-# context holds about 20k of the shortest chat turns; with parts and tool calls, this.
+# templating a body grows with them, far faster than with its bytes (the effect on
+# /health is what bench/health_under_load.py measures). A 128k-token context holds
+# about 20k of the shortest chat turns; with parts and tool calls, this.
 MAX_OBJECTS = 50_000
 
 Path = tuple[str | int, ...]

@@ -137,8 +137,8 @@ class LlamaModel:
             n = llama_cpp.llama_tokenize(
                 self.vocab, data, len(data), buf, capacity, add_special, parse_special
             )
-        # A slice at a time: one slice of millions of tokens holds the GIL for hundreds
-        # of ms, and tokenizing runs beside the event loop.
+        # A slice at a time: one slice of millions of tokens holds the GIL for as long
+        # as it takes to build, and tokenizing runs beside the event loop.
         tokens: list[int] = []
         for start in range(0, n, TOKEN_SLICE):
             tokens += buf[start:min(n, start + TOKEN_SLICE)]
