@@ -186,6 +186,17 @@ async def test_api_key_on_the_handshake():
             assert (await response(ws, HELLO))[-1]["type"] == "response.completed"
 
 
+async def test_a_draining_server_refuses_the_handshake_with_503():
+    app = make_app(FakeEngine())
+    async with serving(app) as host:
+        app.state.drain.begin()
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            async with connect(f"ws://{host}/v1/responses"):
+                pass
+    assert refused.value.response.status_code == 503
+    assert json.loads(refused.value.response.body)["error"]["code"] == "server_shutting_down"
+
+
 async def test_a_client_that_leaves_cancels_its_response_at_once():
     engine = FakeEngine()
     gate = asyncio.Event()  # never opened: the response would wait forever

@@ -1,14 +1,15 @@
-"""Whether a request is served at all. Refused with 503, in the envelope of the API its
-path belongs to, and `Connection: close`: while the server drains, and on a connection
-accepted beyond the connection limit (`server/connections.py` marks its scope)."""
+"""Whether a request (or a WebSocket handshake) is served at all. Refused with 503, in
+the envelope of the API its path belongs to, and `Connection: close`: while the server
+drains, and on a connection accepted beyond the connection limit
+(`server/connections.py` marks its scope)."""
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from parlance.core.errors import ParlanceError, ServerShuttingDown, TooManyConnections
 from parlance.server.drain import Drain
+from parlance.server.refusal import refuse
 from parlance.server.routes import error_renderer
 
 # The scope extension a connection over the limit carries: the limit it exceeded.
@@ -21,13 +22,11 @@ class Admission:
         self.drain = drain
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] in ("http", "websocket"):
             refusal = self._refusal(scope)
             if refusal is not None:
-                rendered = error_renderer(scope["path"])(refusal)
-                response = JSONResponse(rendered.body, rendered.status,
-                                        headers={**rendered.headers, "connection": "close"})
-                await response(scope, receive, send)
+                await refuse(scope, receive, send, error_renderer(scope["path"])(refusal),
+                             close=True)
                 return
         await self.app(scope, receive, send)
 

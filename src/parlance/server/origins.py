@@ -28,7 +28,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parlance.core.errors import Forbidden
-from parlance.server.handler import ServerSettings, error_json
+from parlance.server.handler import ServerSettings
+from parlance.server.refusal import refuse
 from parlance.server.routes import error_renderer
 
 ANY = "*"
@@ -115,7 +116,7 @@ class CrossSiteGuard:
         origin = headers.get("origin")
         refusal = self._refusal(headers.get("host"), origin)
         if refusal is not None:
-            await _refuse(scope, receive, send, refusal)
+            await refuse(scope, receive, send, error_renderer(scope["path"])(refusal))
             return
         if origin is None or scope["type"] == "websocket":
             await self.app(scope, receive, send)
@@ -146,18 +147,6 @@ class CrossSiteGuard:
                 "operator can allow it with `parlance serve --allowed-origin`.",
                 code="origin_not_allowed")
         return None
-
-
-async def _refuse(scope: Scope, receive: Receive, send: Send, error: Forbidden) -> None:
-    """The 403 in the path's envelope; a WebSocket handshake gets it as its denial
-    response, or, where the server cannot send one, a close (which it answers 403)."""
-    response = error_json(error_renderer(scope["path"])(error))
-    if scope["type"] == "websocket":
-        await receive()  # websocket.connect
-        if "websocket.http.response" not in scope.get("extensions", {}):
-            await send({"type": "websocket.close", "code": 1008})  # policy violation
-            return
-    await response(scope, receive, send)
 
 
 def _preflight(origin: str, request: Headers) -> Response:

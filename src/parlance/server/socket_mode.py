@@ -26,8 +26,9 @@ from parlance.server.access_log import CLIENT_CLOSED, AccessRecord, new_request_
 from parlance.server.auth import authorize
 from parlance.server.body import parse_json
 from parlance.server.framing import dumps
-from parlance.server.handler import GenerationHandler, error_json
+from parlance.server.handler import GenerationHandler
 from parlance.server.memory import Memory
+from parlance.server.refusal import refuse
 from parlance.store.responses import ResponseStore, StoredResponse
 
 CONNECTION_MEMORY = 16  # latest responses a connection keeps to continue from
@@ -88,13 +89,12 @@ class SocketEndpoint:
         self.store = store
 
     async def serve(self, websocket: WebSocket) -> None:
-        drain = getattr(websocket.app.state, "drain", None)
+        # (a draining server refuses the handshake before this: server/admission.py)
         try:
-            if drain is not None and drain.draining:
-                raise ServerShuttingDown()
             authorize(websocket, self.handler.settings.api_keys)
         except ParlanceError as exc:
-            await _deny(websocket, self.handler, exc)
+            await refuse(websocket.scope, websocket.receive, websocket.send,
+                         self.handler.dialect.render_error(exc))
             return
         await websocket.accept()
         memory = ConnectionMemory(self.dialect, self.store)
@@ -180,13 +180,3 @@ class SocketEndpoint:
 async def _stream(frames: list[Frame]) -> AsyncGenerator[Frame, None]:
     for frame in frames:
         yield frame
-
-
-async def _deny(websocket: WebSocket, handler: GenerationHandler, error: ParlanceError) -> None:
-    """The HTTP error as the handshake's answer; where the server cannot send one, a
-    close (which the server answers 403)."""
-    await websocket.receive()  # websocket.connect
-    if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        await websocket.send_denial_response(error_json(handler.dialect.render_error(error)))
-    else:
-        await websocket.close(code=1008)  # policy violation
