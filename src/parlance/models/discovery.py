@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["FoundModel", "installed_wheel_models", "scan_models_dir"]
+__all__ = ["FoundModel", "installed_wheel_models", "model_parts", "scan_models_dir"]
 
 _MAX_DEPTH = 3
 # llama.cpp's gguf-split names shards `<name>-00001-of-00003.gguf`; only the first is loadable.
@@ -44,6 +44,19 @@ def _is_model_file(name: str) -> bool:
 def _stem(name: str) -> str:
     """File name without `.gguf` and without a shard suffix, so a split model has one key."""
     return _SHARD.sub("", name[: -len(".gguf")])
+
+
+def model_parts(path: Path) -> list[Path]:
+    """The files of the model whose (first) file is `path`: every shard of a split model
+    that is there (`<name>-00002-of-00003.gguf`, ...), else `path` alone."""
+    name = path.name
+    shard = _SHARD.search(name[: -len(".gguf")]) if name.lower().endswith(".gguf") else None
+    if shard is None:
+        return [path]
+    prefix, width, count = name[: shard.start()], len(shard.group(1)), shard.group(2)
+    suffix = name[-len(".gguf"):]
+    names = (f"{prefix}-{i:0{width}d}-of-{count}{suffix}" for i in range(1, int(count) + 1))
+    return [part for part in (path.with_name(n) for n in names) if part.is_file()]
 
 
 def _slug(*parts: str) -> str:

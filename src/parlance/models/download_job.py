@@ -111,6 +111,8 @@ class DownloadJob:
         # Set once the first bytes proved a GGUF file (or the job failed), so the first status
         # knows the size.
         self.headers_seen = asyncio.Event()
+        self.ended = asyncio.Event()  # completed, failed or paused: followers stop waiting
+        self.failed_here = False  # the failure is this server's (writing the file), not the URL's
         self._client_factory = client_factory
         self._retry_delays = tuple(retry_delays)
         self._rate = RateMeter()
@@ -158,12 +160,15 @@ class DownloadJob:
         except httpx2.TooManyRedirects:
             self._fail("download failed: too many redirects")
         except OSError as exc:  # the models directory, not the network (httpx2 wraps those)
+            self.failed_here = True
             self._fail(f"download failed: cannot write the model file ({exc.strerror})")
         except Exception:  # a background task: any error must end the job
             log.exception("download %s failed", self.id)
+            self.failed_here = True
             self._fail("download failed")
         finally:
             self.headers_seen.set()
+            self.ended.set()
 
     def _fail(self, message: str) -> None:
         self.error = message

@@ -104,6 +104,10 @@ class DownloadManager:
             await asyncio.wait_for(job.headers_seen.wait(), HEADERS_WAIT)
         return job.status()
 
+    def job(self, job_id: str) -> DownloadJob | None:
+        """The job itself, for a caller that follows its progress (Ollama's pull)."""
+        return self._jobs.get(job_id)
+
     def status(self, job_id: str) -> dict[str, Any] | None:
         """The job's LM Studio status object, or None for an unknown id."""
         job = self._jobs.get(job_id)

@@ -9,13 +9,14 @@ Format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md (v2 and v3, li
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["GgufHeader", "GgufInfo", "format_params", "quantization_name", "read_gguf",
-           "read_gguf_header", "read_gguf_metadata"]
+__all__ = ["GgufHeader", "GgufInfo", "describe", "format_params", "header_digest",
+           "quantization_name", "read_gguf", "read_gguf_header", "read_gguf_metadata"]
 
 _MAGIC = b"GGUF"
 _DEFAULT_ALIGNMENT = 32
@@ -92,9 +93,10 @@ class _Truncated(_Malformed):
 class _Reader:
     """Buffered little-endian reader that can skip cheaply and never reads past the file."""
 
-    def __init__(self, file: BinaryIO, size: int) -> None:
+    def __init__(self, file: BinaryIO, size: int, max_array: int = _MAX_KEPT_ARRAY) -> None:
         self._file = file
         self._size = size
+        self._max_array = max_array
         self._buf = b""
         self._pos = 0  # position in _buf
         self._base = 0  # file offset of _buf[0]
@@ -169,7 +171,7 @@ class _Reader:
         if vtype == _ARRAY:
             etype, count = self.unpack("<I"), self.unpack("<Q")
             self.array_length = count
-            keep = keep and count <= _MAX_KEPT_ARRAY
+            keep = keep and count <= self._max_array
             efmt = _FIXED.get(etype)
             if efmt is not None and not keep:
                 self.skip(count * struct.calcsize(efmt))
@@ -198,10 +200,10 @@ class GgufHeader:
     size: int
 
 
-def _read_header(path: Path) -> GgufHeader:
+def _read_header(path: Path, max_array: int = _MAX_KEPT_ARRAY) -> GgufHeader:
     size = path.stat().st_size
     with path.open("rb") as f:
-        r = _Reader(f, size)
+        r = _Reader(f, size, max_array)
         try:
             if r.read(4) != _MAGIC:
                 raise ValueError(f"{path}: not a GGUF file (bad magic)")
@@ -241,9 +243,26 @@ def _read_header(path: Path) -> GgufHeader:
     return GgufHeader(metadata, array_lengths, params, data_offset, size)
 
 
-def read_gguf_header(path: Path) -> GgufHeader:
-    """The header and layout; ValueError if it is not GGUF or is truncated."""
-    return _read_header(Path(path))
+def read_gguf_header(path: Path, *, whole_arrays: bool = False) -> GgufHeader:
+    """The header and layout; ValueError if it is not GGUF or is truncated.
+    `whole_arrays` keeps every array (a vocabulary too: tens of thousands of strings)."""
+    return _read_header(Path(path), 1 << 62 if whole_arrays else _MAX_KEPT_ARRAY)
+
+
+def header_digest(path: Path, header: GgufHeader) -> str:
+    """`sha256:` of the file's header and tensor table (everything before the tensor
+    data): names the model's content well (metadata, tensor names, types and shapes)
+    at the cost of a few megabytes read, where hashing the weights would read them all."""
+    digest = hashlib.sha256()
+    left = header.data_offset
+    with Path(path).open("rb") as f:
+        while left > 0:
+            chunk = f.read(min(left, _CHUNK))
+            if not chunk:
+                raise ValueError(f"{path}: truncated GGUF header")
+            digest.update(chunk)
+            left -= len(chunk)
+    return "sha256:" + digest.hexdigest()
 
 
 def read_gguf_metadata(path: Path) -> dict[str, Any]:
@@ -278,7 +297,11 @@ def _int(value: Any) -> int | None:
 
 def read_gguf(path: Path) -> GgufInfo:
     """Describe a GGUF model from its header; ValueError if it is not GGUF or is truncated."""
-    header = _read_header(Path(path))
+    return describe(_read_header(Path(path)))
+
+
+def describe(header: GgufHeader) -> GgufInfo:
+    """What a listing shows of a model, from its header."""
     meta = header.metadata
     arch = _str(meta.get("general.architecture"))
     file_type = _int(meta.get("general.file_type"))

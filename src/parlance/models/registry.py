@@ -61,26 +61,60 @@ def is_pattern(alias: str) -> bool:
     return any(c in alias for c in "*?[")
 
 
+LATEST = "latest"  # the tag an Ollama name without one stands for
+
+
+def split_tag(name: str) -> tuple[str, str | None]:
+    """Ollama's `name:tag` split: the tag follows the last `:` of the last path segment
+    (`hf.co/owner/repo:Q4_K_M`; a host's `:port` is not a tag)."""
+    colon = name.rfind(":")
+    if colon <= name.rfind("/"):
+        return name, None
+    return name[:colon], name[colon + 1:]
+
+
+def name_variants(name: str) -> tuple[str, ...]:
+    """The names a requested one stands for, most exact first: itself, then the same
+    name with its `:latest` tag dropped (`smollm2:latest` -> `smollm2`), or without a
+    tag, with `:latest` added (an alias `mine:latest` answers `mine`). Other tags only
+    match names that carry them."""
+    base, tag = split_tag(name)
+    if tag is None:
+        return (name, f"{name}:{LATEST}")
+    return (name, base) if tag == LATEST and base else (name,)
+
+
+def tagged(name: str) -> str:
+    """A name as Ollama lists it, with a tag: `smollm2` -> `smollm2:latest`."""
+    return name if split_tag(name)[1] is not None else f"{name}:{LATEST}"
+
+
 T = TypeVar("T")
 
 
 def named(items: Iterable[T], name: str | None, spec_of: Callable[[T], ModelSpec]) -> T | None:
     """The item whose spec has `name` as id or alias; failing that, the first whose glob
-    alias it fits, so an exact name always wins over a pattern."""
+    alias it fits, so an exact name always wins over a pattern. Each step tries the
+    name as sent before its tag variants (`name_variants`), so `x:latest` is `x` unless
+    something is named `x:latest` itself."""
     if not name:
         return None
     items = list(items)
-    exact = next((i for i in items if name in spec_of(i).names()), None)
-    return exact if exact is not None else next(
-        (i for i in items if spec_of(i).matches(name)), None)
+    variants = name_variants(name)
+    for variant in variants:
+        exact = next((i for i in items if variant in spec_of(i).names()), None)
+        if exact is not None:
+            return exact
+    return next((i for i in items for v in variants if spec_of(i).matches(v)), None)
 
 
 BUILTIN: tuple[ModelSpec, ...] = (
     ModelSpec(
         id=DEFAULT_MODEL,
         locate=_smollm2_path,
-        # "local-model" is what OpenAI-client snippets for local servers send.
-        aliases=("smollm2", "SmolLM2-135M-Instruct", "local-model"),
+        # "local-model" is what OpenAI-client snippets for local servers send;
+        # "smollm2:135m" is the name Ollama's library gives this model.
+        aliases=("smollm2", "SmolLM2-135M-Instruct", "local-model", "smollm2:135m"),
         ctx_size=4096,
     ),
 )

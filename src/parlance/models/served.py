@@ -15,10 +15,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from parlance.core.errors import EngineFailure, ModelNotFound, Overloaded, ParlanceError
+from parlance.core.errors import (
+    EngineFailure,
+    InvalidRequest,
+    ModelNotFound,
+    Overloaded,
+    ParlanceError,
+)
 from parlance.engines.base import Engine
 from parlance.models.load_plan import (
     LoadDefaults,
@@ -29,7 +35,7 @@ from parlance.models.load_plan import (
     usable_memory,
 )
 from parlance.models.memory_estimate import available_memory
-from parlance.models.registry import ModelSpec, named
+from parlance.models.registry import ModelSpec, name_variants, named
 
 __all__ = ["LoadDefaults", "LoadOptions", "LoadPlan", "Loader", "ServedModel", "ServedModels",
            "file_size"]
@@ -91,6 +97,9 @@ class ServedModels:
         self.defaults = defaults
         self._free_memory = free_memory
         self._loading: dict[str, asyncio.Future[ServedModel]] = {}  # single flight
+        # Names given at run time (Ollama's /api/copy): name -> id of the model it names.
+        # They resolve like a spec's own aliases (tags included) without changing it.
+        self._copies: dict[str, str] = {}
         self._reaper: asyncio.Task[None] | None = None
 
     def __iter__(self):
@@ -104,13 +113,18 @@ class ServedModels:
             return self._models[0] if self._models else None
         return next((m for m in self._models if m.spec.id == self._default_spec.id), None)
 
+    @property
+    def default_spec(self) -> ModelSpec | None:
+        """The model the server started with (loaded or not); None: started without one."""
+        return self._default_spec
+
     # -- finding ------------------------------------------------------------------
 
     def resolve(self, requested: str | None) -> tuple[ServedModel, str]:
         """A loaded model (and the id to echo). An omitted model means the default one."""
         if not requested and self.default is not None:
             return self.default, self.default.spec.id
-        model = named(self._models, requested, lambda m: m.spec)
+        model = named(self._models, requested, lambda m: self._with_copies(m.spec))
         if model is not None and requested:
             return model, requested
         raise ModelNotFound(requested or "")
@@ -127,10 +141,59 @@ class ServedModels:
         """The spec a request names; none named: the default model's."""
         if not requested and self._default_spec is not None:
             return self._default_spec
-        spec = named(self.available(), requested, lambda s: s)
+        spec = named(self.available(), requested, self._with_copies)
         if spec is not None:
             return spec
         raise ModelNotFound(requested or "")
+
+    # -- names given at run time ----------------------------------------------------
+
+    def _with_copies(self, spec: ModelSpec) -> ModelSpec:
+        names = tuple(name for name, target in self._copies.items() if target == spec.id)
+        return replace(spec, aliases=(*spec.aliases, *names)) if names else spec
+
+    @property
+    def copies(self) -> dict[str, str]:
+        """Names given at run time: name -> the id of the model it names."""
+        return dict(self._copies)
+
+    def copy(self, source: str, destination: str) -> ModelSpec:
+        """Give the model `source` names (id, alias, copy; any tag) one more name. A
+        name that is already a copy is pointed anew; one that names a model otherwise
+        is refused, so a copy never hides a configured name."""
+        spec = self.spec(source)
+        if not destination or destination != destination.strip():
+            raise InvalidRequest(f'destination "{destination}" is invalid',
+                                 param="destination")
+        variants = name_variants(destination)
+        owner = next((s for s in self.available() if any(v in s.names() for v in variants)),
+                     None)
+        if owner is not None and owner.id != spec.id:
+            raise InvalidRequest(f"destination '{destination}' already names the model "
+                                 f"'{owner.id}'", param="destination")
+        for variant in variants:
+            self._copies.pop(variant, None)
+        if owner is None:  # (a configured name of the model itself needs no copy)
+            self._copies[destination] = spec.id
+        return spec
+
+    def forget_copy(self, name: str) -> str | None:
+        """Remove the run-time name `name` (any tag variant); the id it named, or None."""
+        for variant in name_variants(name):
+            if variant in self._copies:
+                return self._copies.pop(variant)
+        return None
+
+    def forget_copies_of(self, model_id: str) -> list[str]:
+        """Remove every run-time name of `model_id` (its file is gone)."""
+        gone = [name for name, target in self._copies.items() if target == model_id]
+        for name in gone:
+            del self._copies[name]
+        return gone
+
+    def restore_copies(self, copies: dict[str, str]) -> None:
+        """Names kept from an earlier run (see models/copies.py), as they were given."""
+        self._copies.update(copies)
 
     def is_loaded(self, requested: str | None) -> bool:
         try:
@@ -264,6 +327,14 @@ class ServedModels:
         for model_id in stale:
             await self.unload(model_id)
         return stale
+
+    def expires_at(self, model: ServedModel) -> float | None:
+        """When (wall-clock seconds) the idle TTL will unload `model` if nothing uses it
+        before; None: never (pinned, or no TTL). A busy model is never unloaded, so its
+        time is at least now."""
+        if not model.jit or self.idle_ttl is None:
+            return None
+        return time.time() + max(model.last_used + self.idle_ttl - time.monotonic(), 0.0)
 
     def start_reaper(self) -> None:
         if self.idle_ttl is None or self._reaper is not None:

@@ -27,6 +27,7 @@ from parlance.server.info import InfoEndpoints
 from parlance.server.lmstudio_models import LMStudioModels
 from parlance.server.message_tokens import MessageTokens
 from parlance.server.metrics import MetricsEndpoint
+from parlance.server.ollama_models import OllamaModels
 from parlance.server.sealing import server_sealer
 from parlance.server.socket_mode import SocketEndpoint
 from parlance.server.stored_responses import StoredResponses
@@ -69,6 +70,7 @@ def build_routes(models: ServedModels, settings: ServerSettings,
                           keepalive_seconds=settings.keepalive_seconds)
     stored = StoredResponses(models, settings, store, responses, runs)
     lmstudio = LMStudioModels(models, settings, downloads)
+    ollama_models = OllamaModels(models, settings, downloads)
     messages = AnthropicMessages()
     message_tokens = MessageTokens(models, settings, messages)
     routes: list[BaseRoute] = [
@@ -78,6 +80,13 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/api/v1/models/download", lmstudio.download, methods=["POST"]),
         Route("/api/v1/models/download/status/{job_id}", lmstudio.download_status,
               methods=["GET"]),
+        Route("/api/tags", ollama_models.tags, methods=["GET"]),  # (and HEAD, as GET's)
+        Route("/api/show", ollama_models.show, methods=["POST"]),
+        Route("/api/ps", ollama_models.ps, methods=["GET"]),
+        Route("/api/version", ollama_models.version, methods=["GET"]),
+        Route("/api/pull", ollama_models.pull, methods=["POST"]),
+        Route("/api/delete", ollama_models.delete, methods=["DELETE"]),
+        Route("/api/copy", ollama_models.copy, methods=["POST"]),
         Route("/v1/responses/input_tokens", stored.input_tokens, methods=["POST"]),
         Route("/v1/responses/{response_id}", stored.retrieve, methods=["GET"]),
         Route("/v1/responses/{response_id}", stored.delete, methods=["DELETE"]),
