@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from parlance.core.embeddings import EmbeddingRequest, Embeddings
 from parlance.core.events import Event
 from parlance.core.request import GenerationRequest
 from parlance.engines.metrics import EngineMetrics
@@ -45,6 +46,11 @@ class Engine(Protocol):
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """Prompt tokens of the request's first prompt, as `start` would evaluate them."""
+
+    async def embed(self, request: EmbeddingRequest) -> Embeddings:
+        """One pooled vector per input, normalized as asked. Refuses (typed errors)
+        before any work: an input over the model's limit without `truncate`, bad token
+        ids, `dimensions` the model's vectors do not have, a model that cannot embed."""
 
     async def aclose(self) -> None:
         """Unload: every generation still running ends with `Failed(ModelUnloaded)`."""

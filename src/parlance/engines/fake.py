@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
+from parlance.core.embeddings import (
+    EmbeddingInput,
+    EmbeddingRequest,
+    Embeddings,
+    Normalize,
+    unit,
+)
 from parlance.core.errors import ContextOverflow, InvalidRequest, ModelUnloaded, ParlanceError
 from parlance.core.events import Event, Failed, Finish, FinishReason, TextDelta, Usage
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
@@ -53,6 +61,15 @@ def _stopped(reply: str, stops: Sequence[str]) -> tuple[str, str | None]:
         return reply, None
     at, stop = min(hits)
     return reply[:at], stop
+
+
+def _mean_vector(tokens: Sequence[str], size: int) -> list[float]:
+    total = [0.0] * size
+    for token in tokens:
+        digest = hashlib.sha256(token.encode()).digest()
+        for i in range(size):
+            total[i] += digest[i] / 127.5 - 1.0
+    return [x / len(tokens) for x in total]
 
 
 @dataclass
@@ -137,6 +154,8 @@ class FakeEngine:
         self.scripts: deque[list[ScriptItem]] = deque()
         self.requests: list[GenerationRequest] = []
         self.generations: list[FakeGeneration] = []
+        self.embed_requests: list[EmbeddingRequest] = []
+        self.embedding_size = 8
         self.metrics = EngineMetrics()
 
     def enqueue(self, *items: ScriptItem) -> None:
@@ -166,6 +185,38 @@ class FakeEngine:
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return len(_prompt_text(request.prompts[0]).split())
+
+    async def embed(self, request: EmbeddingRequest) -> Embeddings:
+        """Words are tokens; each word has a fixed pseudo-random vector (from its hash)
+        and an input's vector is their mean: deterministic, and inputs sharing words
+        are alike. The fake model's native vectors are raw (not unit length)."""
+        if request.dimensions is not None and request.dimensions != self.embedding_size:
+            raise InvalidRequest(f"This model's embeddings have {self.embedding_size} "
+                                 "dimensions; it cannot make shorter ones.", param="dimensions")
+        token_lists = [self._embedding_tokens(i, request) for i in request.inputs]
+        self.embed_requests.append(request)
+        vectors = tuple(_mean_vector(tokens, self.embedding_size) for tokens in token_lists)
+        if request.normalize is Normalize.UNIT:
+            vectors = tuple(unit(v) for v in vectors)
+        return Embeddings(vectors, sum(map(len, token_lists)))
+
+    def _embedding_tokens(self, item: EmbeddingInput, request: EmbeddingRequest) -> list[str]:
+        if item.token_ids is not None:
+            if any(t < 0 for t in item.token_ids):
+                raise InvalidRequest("Token ids are never negative.", param=request.param)
+            tokens = [str(t) for t in item.token_ids]
+        else:
+            tokens = (item.text or "").split()
+        if not tokens:
+            raise InvalidRequest("An input is empty.", param=request.param)
+        if len(tokens) > self.context_length:
+            if not request.truncate:
+                raise ContextOverflow(
+                    f"This model's maximum context length is {self.context_length} tokens; "
+                    f"an input has {len(tokens)}.", param=request.param,
+                    code="context_length_exceeded")
+            tokens = tokens[:self.context_length]
+        return tokens
 
     def _parser_factory(self, request: GenerationRequest) -> Callable[[int], OutputParser]:
         tools = request.callable_tools

@@ -50,9 +50,12 @@ class EngineMetrics:
     prompt_tokens_evaluated: int = 0
     prompt_tokens_cached: int = 0
     prefix_cache_hits: int = 0
+    embedding_requests: int = 0  # embedding requests running or waiting (not slots)
+    embedding_inputs: int = 0  # inputs embedded, in all
     time_to_first_token: Histogram = field(default_factory=Histogram)
     inter_token: Histogram = field(default_factory=Histogram)
 
     @property
     def idle(self) -> bool:
-        return not (self.slots_in_use or self.requests_running or self.requests_waiting)
+        return not (self.slots_in_use or self.requests_running or self.requests_waiting
+                    or self.embedding_requests)

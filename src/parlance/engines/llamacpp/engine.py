@@ -5,6 +5,7 @@ them to the batching scheduler. Everything that can be refused is refused in
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 
 import llguidance
 
+from parlance.core.embeddings import EmbeddingInput, EmbeddingRequest, Embeddings
 from parlance.core.errors import ContextOverflow, InvalidRequest
 from parlance.core.request import (
     ChatInput,
@@ -24,6 +26,7 @@ from parlance.core.request import (
 from parlance.engines.base import PromptInfo
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
+from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.in_flight import InFlight
 from parlance.engines.llamacpp.job import GroupSpec, Job, LlamaGeneration
@@ -52,6 +55,8 @@ class LlamaCppEngine:
         self.slots = model.settings.parallel
         self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting)
         self._preparing = InFlight()
+        self._embedding: EmbeddingWorker | None = None  # made on the first embed()
+        self._embedding_made = threading.Lock()
 
     @property
     def metrics(self) -> EngineMetrics:
@@ -103,6 +108,29 @@ class LlamaCppEngine:
     async def count_tokens(self, request: GenerationRequest) -> int:
         return await self._off_loop(self._count, request.prompts[0], request)
 
+    async def embed(self, request: EmbeddingRequest) -> Embeddings:
+        """Tokens prepared off the loop, then pooled by the embedding thread, batched
+        with the inputs of other requests (see `embedding.py`)."""
+        metrics = self.metrics
+        metrics.embedding_requests += 1
+        try:
+            worker = await self._off_loop(self._embedder)
+            if request.dimensions is not None and request.dimensions != worker.size:
+                raise InvalidRequest(
+                    f"This model's embeddings have {worker.size} dimensions and it cannot "
+                    f"make embeddings of {request.dimensions}.", param="dimensions")
+            token_lists = await self._off_loop(self._embedding_tokens, request, worker)
+            job = EmbedJob(token_lists, request.normalize, asyncio.get_running_loop())
+            worker.submit(job)
+            try:
+                vectors = await job.future
+            except asyncio.CancelledError:
+                worker.cancel(job)
+                raise
+            return Embeddings(tuple(vectors), sum(map(len, token_lists)))
+        finally:
+            metrics.embedding_requests -= 1
+
     async def clear_cache(self) -> None:
         """Forget every cached prompt prefix (waits until no request is running)."""
         await asyncio.to_thread(self.scheduler.clear_cache().wait)
@@ -111,8 +139,12 @@ class LlamaCppEngine:
         # Never free the model under a thread that may still be decoding with it, or
         # tokenizing for a request being prepared.
         if await asyncio.to_thread(self.scheduler.close) and await asyncio.to_thread(
-                self._preparing.close):
+                self._preparing.close) and await self._close_embedding():
             self.model.close()
+
+    async def _close_embedding(self) -> bool:
+        worker = self._embedding
+        return worker is None or await asyncio.to_thread(worker.close)
 
     async def _off_loop(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`work` on a worker thread, counted so that the model outlives it."""
@@ -150,6 +182,45 @@ class LlamaCppEngine:
         budgets = [self._budget(tokens, request) for tokens in token_lists]
         prompts = tuple(PromptInfo(self._text(t), len(t)) for t in token_lists)
         return token_lists, budgets, prompts, plan
+
+    def _embedder(self) -> EmbeddingWorker:
+        with self._embedding_made:
+            if self._embedding is None:
+                self._embedding = EmbeddingWorker(self.model, self.metrics)
+            return self._embedding
+
+    def _embedding_tokens(self, request: EmbeddingRequest,
+                          worker: EmbeddingWorker) -> list[list[int]]:
+        """Each input's tokens, cut to the worker's limit when the request allows
+        truncation. Runs on a worker thread."""
+        return [self._embedding_input(item, request, worker) for item in request.inputs]
+
+    def _embedding_input(self, item: EmbeddingInput, request: EmbeddingRequest,
+                         worker: EmbeddingWorker) -> list[int]:
+        model, param, limit = self.model, request.param, worker.limit
+        if item.token_ids is not None:
+            bad = [t for t in item.token_ids if not model.is_valid_token(t)]
+            if bad:
+                raise InvalidRequest(f"Token id {bad[0]} is outside the vocabulary "
+                                     f"(0..{model.n_vocab - 1}).", param=param)
+            tokens = list(item.token_ids)
+        else:
+            text = item.text or ""
+            if not request.truncate and len(text) > limit * MIN_LONGEST_PIECE:
+                fewest = model.fewest_tokens(len(text))  # refused before tokenizing
+                if fewest > limit:
+                    raise _embedding_overflow(fewest, limit, param, at_least=True)
+            tokens = model.tokenize(text, add_special=True, parse_special=True)
+        if not tokens:
+            raise InvalidRequest("An input to embed is empty.", param=param)
+        if len(tokens) <= limit:
+            return tokens
+        if not request.truncate:
+            raise _embedding_overflow(len(tokens), limit, param)
+        last = tokens[-1]  # an end token the tokenizer added (BERT's [SEP]) stays last
+        if item.token_ids is None and last in worker.end_tokens:
+            return tokens[:limit - 1] + [last]
+        return tokens[:limit]
 
     def _count(self, prompt: PromptInput, request: GenerationRequest) -> int:
         """The prompt's tokens, counted however many there are (no context check)."""
@@ -257,6 +328,15 @@ class LlamaCppEngine:
     def _text(self, tokens: list[int]) -> str:
         raw = b"".join(self.model.piece(t) for t in tokens)
         return raw.decode("utf-8", errors="replace")
+
+
+def _embedding_overflow(tokens: int, limit: int, param: str, *,
+                        at_least: bool = False) -> ContextOverflow:
+    some = "at least " if at_least else ""
+    return ContextOverflow(
+        f"This model embeds at most {limit} tokens per input (its context, or the batch "
+        f"size: --batch-size), but an input has {some}{tokens} tokens.",
+        param=param, code="context_length_exceeded")
 
 
 def _choice_sampling(sampling: SamplingParams, choice: int) -> SamplingParams:
