@@ -26,6 +26,12 @@ from pydantic import BaseModel
 from parlance.dialects.anthropic.request import MessagesRequest
 from parlance.dialects.lmstudio.models import DownloadRequest, LoadRequest, UnloadRequest
 from parlance.dialects.lmstudio.request import ChatRequest as LMStudioChatRequest
+from parlance.dialects.ollama.models import (
+    CopyRequest,
+    DeleteRequest,
+    PullRequest,
+    ShowRequest,
+)
 from parlance.dialects.openai_chat import ChatRequest
 from parlance.dialects.openai_completions import CompletionRequest
 from parlance.dialects.openai_responses.request import ResponsesRequest
@@ -48,6 +54,7 @@ class PostRoute:
     wire: type[BaseModel]  # its declared fields are mutated too, present in a body or not
     bodies: tuple[dict[str, Any], ...]
     examples: int = 200
+    method: str = "POST"
 
 
 CHAT_BODIES = (
@@ -125,6 +132,15 @@ ROUTES = (
     PostRoute("/api/v1/models/unload", UnloadRequest, ({"instance_id": "fake-model"},)),
     PostRoute("/api/v1/models/download", DownloadRequest,
               ({"model": "https://example.invalid/owner/repo/model.gguf"},)),
+    PostRoute("/api/show", ShowRequest, ({"model": "fake-model:latest", "verbose": True},
+                                         {"name": "fake-alias"}), examples=60),
+    PostRoute("/api/pull", PullRequest, ({"model": "fake-model", "stream": False},
+                                         {"model": "https://example.invalid/m.gguf"},
+                                         {"name": "llama3.2", "insecure": True}), examples=60),
+    PostRoute("/api/copy", CopyRequest, ({"source": "fake-model", "destination": "x"},),
+              examples=60),
+    PostRoute("/api/delete", DeleteRequest, ({"model": "fake-alias"},), examples=60,
+              method="DELETE"),
     # the un-prefixed aliases share the handlers: fewer examples
     PostRoute("/chat/completions", ChatRequest, CHAT_BODIES, examples=40),
     PostRoute("/completions", CompletionRequest, COMPLETION_BODIES, examples=40),
@@ -222,17 +238,28 @@ def offline():
         yield
 
 
-async def exchange(path: str, body: bytes) -> None:
+def check_pull(text: str) -> None:
+    """Pull progress lines, ending in success or an error line."""
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert all("status" in line for line in lines[:-1]), lines
+    assert lines[-1] == {"status": "success"} or set(lines[-1]) == {"error"}, lines
+
+
+async def exchange(path: str, body: bytes, method: str = "POST") -> None:
     app = make_app(FakeEngine())
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://test",
                                  timeout=30) as client:
-        response = await client.post(path, content=body,
-                                     headers={"content-type": "application/json"})
+        response = await client.request(method, path, content=body,
+                                        headers={"content-type": "application/json"})
         where = f"{path} {body[:300]!r}"
         assert response.status_code < 500, f"{where} -> {response.status_code} {response.text}"
         if response.status_code >= 400:
             checked_error(path, response)
+        elif not response.content:  # Ollama's copy and delete: a bare 200
+            assert path in ("/api/copy", "/api/delete"), where
+        elif path == "/api/pull" and response.headers["content-type"] == "application/x-ndjson":
+            check_pull(response.text)
         elif response.headers["content-type"].startswith("text/event-stream"):
             if path.startswith("/api/"):
                 checked_events(response.text)
@@ -252,6 +279,6 @@ def test_malformed_bodies_never_get_a_5xx(route: PostRoute) -> None:
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(body=bodies(route))
     def check(body: bytes) -> None:
-        asyncio.run(exchange(route.path, body))
+        asyncio.run(exchange(route.path, body, route.method))
 
     check()

@@ -185,6 +185,16 @@ async def test_errors_use_ollamas_envelope_and_statuses(client, raw):
     assert wrong.status_code == 405 and set(wrong.json()) == {"error"}
 
 
+async def test_api_keys_guard_the_model_endpoints(tmp_path):
+    _, app = make(tmp_path, api_keys=("sekrit",))
+    with pytest.raises(ollama.ResponseError) as caught:
+        await oracle(app).list()
+    assert caught.value.status_code == 401 and "API key" in caught.value.error
+    allowed = ollama.AsyncClient(host="http://parlance.test", transport=httpx.ASGITransport(
+        app=app), headers={"Authorization": "Bearer sekrit"})
+    assert (await allowed.copy("fake-model", "mine")).status == "success"
+
+
 async def test_ps_shows_loaded_models_with_their_expiry(served, client):
     models, _ = served
     before = datetime.now(UTC)
@@ -428,3 +438,18 @@ async def test_a_pull_stream_ends_when_the_server_drains(tmp_path, origin):
         rest = [json.loads(line) async for line in lines]
     assert rest[-1] == {"error": "The server is shutting down; retry once it is back "
                                  "(or against another instance)."}
+
+
+async def test_a_model_without_a_readable_gguf_header_is_listed_and_shown_plainly():
+    """(an upstream server's model, or here the fake model's /dev/null)"""
+    from tests.conftest import make_app
+
+    client = oracle(make_app(FakeEngine()))
+    [listed] = (await client.list()).models
+    assert listed.model == "fake-model:latest" and listed.size == 0 and listed.digest == ""
+    assert listed.details.format == "" and listed.details.families is None
+    shown = await client.show("fake-alias")
+    assert shown.modelinfo == {} and shown.capabilities == ["completion", "tools"]
+    assert shown.modelfile.splitlines()[1] == "FROM fake-alias:latest"
+    [running] = (await client.ps()).models
+    assert running.model == "fake-model:latest" and running.context_length == 2048

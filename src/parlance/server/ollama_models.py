@@ -31,7 +31,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from parlance.core.errors import (
-    EngineFailure,
     InvalidRequest,
     ModelNotFound,
     ParlanceError,
@@ -49,7 +48,7 @@ from parlance.models.downloads import DownloadManager, destination_for
 from parlance.models.gguf import GgufHeader, GgufInfo, describe, header_digest, read_gguf_header
 from parlance.models.registry import ModelSpec, name_variants, tagged
 from parlance.models.removal import NotRemovable, removable_files, remove_model_files
-from parlance.models.served import ServedModel, ServedModels
+from parlance.models.served import ServedModel, ServedModels, file_size
 from parlance.server.body import read_json
 from parlance.server.endpoints import answering
 from parlance.server.handler import ServerSettings
@@ -104,6 +103,15 @@ class _Stop:
         self.reason = reason
 
 
+def _modified(spec: ModelSpec, created: int | None) -> int | None:
+    """When the model came to be (ns): its file's modification time, else when it was
+    loaded; None: unknown."""
+    try:
+        return spec.locate().stat().st_mtime_ns
+    except (OSError, ValueError):
+        return created * 1_000_000_000 if created else None
+
+
 def _settings(spec: ModelSpec) -> dict[str, Any]:
     """The model's own defaults, as Modelfile parameters show them."""
     return {**spec.sampling, "ctx_size": spec.ctx_size}
@@ -137,10 +145,12 @@ class OllamaModels:
         with a tag."""
         specs = self.models.available()
         copies = self.models.copies
-        return {"models": await asyncio.to_thread(self._tag_entries, specs, copies)}
+        created = {m.spec.id: m.created for m in self.models}
+        return {"models": await asyncio.to_thread(self._tag_entries, specs, copies, created)}
 
     @staticmethod
-    def _tag_entries(specs: list[ModelSpec], copies: dict[str, str]) -> list[dict[str, Any]]:
+    def _tag_entries(specs: list[ModelSpec], copies: dict[str, str], created: dict[str, int]
+                     ) -> list[dict[str, Any]]:
         by_id = {spec.id: spec for spec in specs}
         named = [(tagged(spec.id), spec) for spec in specs]
         named += [(tagged(name), by_id[target]) for name, target in copies.items()
@@ -148,8 +158,11 @@ class OllamaModels:
         out = []
         for shown, spec in named:
             found = described(spec)
-            if found is None:
-                continue  # no readable GGUF file (it went away, or is no model)
+            if found is None:  # no GGUF header to read (an upstream server's model)
+                out.append(shapes.tag_entry(shown, None, file_size(spec),
+                                            _modified(spec, created.get(spec.id)), "",
+                                            shapes.capabilities({}, spec.chat_template)))
+                continue
             caps = shapes.capabilities(found.header.metadata,
                                        spec.chat_template or found.info.chat_template)
             out.append(shapes.tag_entry(shown, found.info, found.size, found.modified_ns,
@@ -181,16 +194,19 @@ class OllamaModels:
         name = body.target
         spec = self.models.spec(name)
 
-        def read() -> tuple[GgufHeader, Path]:
-            path = spec.locate()
-            return read_gguf_header(path, whole_arrays=body.verbose), path
+        loaded = next((m for m in self.models if m.spec.id == spec.id), None)
+        modified_ns = _modified(spec, loaded.created if loaded else None)
 
-        try:
-            header, path = await asyncio.to_thread(read)
-            modified_ns = path.stat().st_mtime_ns
-        except (OSError, ValueError) as exc:
-            raise EngineFailure(f"could not read the model file of '{name}'",
-                                code="model_unreadable") from exc
+        def read() -> GgufHeader | None:
+            try:
+                return read_gguf_header(spec.locate(), whole_arrays=body.verbose)
+            except (OSError, ValueError):
+                return None  # no GGUF header to read (an upstream server's model)
+
+        header = await asyncio.to_thread(read)
+        if header is None:
+            return shapes.show(tagged(name), None, {}, spec.chat_template, _settings(spec),
+                               shapes.capabilities({}, spec.chat_template), modified_ns, None)
         info = describe(header)
         template = spec.chat_template or info.chat_template
         meta = header.metadata

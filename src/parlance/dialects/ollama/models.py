@@ -82,9 +82,14 @@ class CopyRequest(WireModel):
 # -- values -----------------------------------------------------------------------
 
 
-def timestamp(epoch_ns: int) -> str:
+ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time: what Ollama shows for unknown
+
+
+def timestamp(epoch_ns: int | None) -> str:
     """RFC 3339 in UTC with nanoseconds, trailing zeros of the fraction dropped (Go's
-    RFC3339Nano), as `created_at` is written (result.timestamp)."""
+    RFC3339Nano), as `created_at` is written (result.timestamp); None: unknown."""
+    if epoch_ns is None:
+        return ZERO_TIME
     seconds, fraction = divmod(epoch_ns, 1_000_000_000)
     stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     digits = f"{fraction:09d}".rstrip("0")
@@ -114,20 +119,21 @@ def human_number(count: int) -> str:
 
 
 def details(info: GgufInfo | None) -> dict[str, Any]:
-    family = info.architecture if info else None
+    """None: no GGUF header could be read (a model an upstream server serves, say), so
+    nothing is claimed."""
     if info is None:
-        size = ""
-    elif info.parameter_count:
-        size = human_number(info.parameter_count)
-    else:
-        size = info.params_string or ""
+        return {"parent_model": "", "format": "", "family": "", "families": None,
+                "parameter_size": "", "quantization_level": ""}
+    family = info.architecture
+    count = info.parameter_count
+    size = human_number(count) if count else info.params_string or ""
     return {
         "parent_model": "",
         "format": "gguf",
         "family": family or "",
         "families": [family] if family else None,
         "parameter_size": size,
-        "quantization_level": (info.quantization or "") if info else "",
+        "quantization_level": info.quantization or "",
     }
 
 
@@ -201,8 +207,8 @@ def modelfile(shown: str, settings: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tag_entry(shown: str, info: GgufInfo | None, size: int, modified_ns: int, digest: str,
-              caps: list[str]) -> dict[str, Any]:
+def tag_entry(shown: str, info: GgufInfo | None, size: int, modified_ns: int | None,
+              digest: str, caps: list[str]) -> dict[str, Any]:
     """One model of `GET /api/tags`."""
     return {"name": shown, "model": shown, "modified_at": timestamp(modified_ns),
             "size": size, "digest": digest, "details": details(info), "capabilities": caps}
@@ -217,9 +223,10 @@ def ps_entry(shown: str, info: GgufInfo | None, size: int, digest: str, expires:
 
 
 def show(shown: str, info: GgufInfo | None, info_map: dict[str, Any], template: str | None,
-         settings: Mapping[str, Any], caps: list[str], modified_ns: int,
+         settings: Mapping[str, Any], caps: list[str], modified_ns: int | None,
          license_text: str | None) -> dict[str, Any]:
-    """`POST /api/show`: `template` is the chat template the model is served with."""
+    """`POST /api/show`: `template` is the chat template the model is served with;
+    `info_map` is empty when no GGUF header could be read (Ollama's default too)."""
     out: dict[str, Any] = {}
     if license_text:
         out["license"] = license_text
