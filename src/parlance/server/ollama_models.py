@@ -56,9 +56,12 @@ from parlance.server.streaming import EventStreamResponse
 
 PROGRESS_EVERY = 0.5  # seconds between pull progress lines while bytes arrive
 NOT_PULLABLE = ("Parlance cannot pull '{name}': it is no model this server has, and "
-                "names from Ollama's registry cannot be fetched here. Pull a direct link "
-                "to a .gguf file instead, e.g. https://huggingface.co/<owner>/<repo>/"
-                "resolve/main/<file>.gguf, or name a model GET /api/tags lists.")
+                "{why}. Pull a direct link to a .gguf file instead, e.g. https://"
+                "huggingface.co/<owner>/<repo>/resolve/main/<file>.gguf, or name a model "
+                "GET /api/tags lists.")
+REGISTRY = "names from Ollama's registry cannot be fetched here"
+HUGGING_FACE = ("Hugging Face names (hf.co/<owner>/<repo>:<quantization>) are not looked "
+                "up here")
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,13 +201,16 @@ class OllamaModels:
         modified_ns = _modified(spec, loaded.created if loaded else None)
 
         def read() -> GgufHeader | None:
+            if not body.verbose:  # clients show every listed model: the cached header
+                found = described(spec)
+                return found.header if found else None
             try:
-                return read_gguf_header(spec.locate(), whole_arrays=body.verbose)
+                return read_gguf_header(spec.locate(), whole_arrays=True)
             except (OSError, ValueError):
-                return None  # no GGUF header to read (an upstream server's model)
+                return None
 
         header = await asyncio.to_thread(read)
-        if header is None:
+        if header is None:  # no GGUF header to read (an upstream server's model)
             return shapes.show(tagged(name), None, {}, spec.chat_template, _settings(spec),
                                shapes.capabilities({}, spec.chat_template), modified_ns, None)
         info = describe(header)
@@ -267,7 +273,9 @@ class OllamaModels:
             try:
                 self.models.spec(name)
             except ModelNotFound:
-                raise InvalidRequest(NOT_PULLABLE.format(name=name), param="model",
+                why = HUGGING_FACE if name.lower().startswith(
+                    ("hf.co/", "huggingface.co/")) else REGISTRY
+                raise InvalidRequest(NOT_PULLABLE.format(name=name, why=why), param="model",
                                      code="not_pullable") from None
             return self._answer([shapes.progress("success")], stream)
         if self.downloads is None:
