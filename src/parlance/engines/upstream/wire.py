@@ -1,0 +1,193 @@
+"""The neutral request as an OpenAI-compatible upstream reads it.
+
+Chat prompts go to `/v1/chat/completions`, raw text (and token ids, and
+fill-in-the-middle through `suffix`) to `/v1/completions`. Every upstream request
+asks for one choice of one prompt: a request with several prompts or `n` > 1 is
+fanned out (`sub_requests`), because llama-server and Ollama ignore `n` and
+several prompts would otherwise be numbered differently by each server; the
+replies are renumbered prompt-major as the core expects.
+
+Sampling fields are sent only when the client (or a preset) chose them, so the
+upstream keeps its own defaults otherwise. Non-OpenAI knobs (`top_k`, `min_p`,
+repetition penalty) use the names vLLM, SGLang and llama-server read; servers
+that do not know a field ignore it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any
+
+from parlance.core.errors import InvalidRequest
+from parlance.core.messages import Message
+from parlance.core.request import ChatInput, GenerationRequest, PromptInput, SamplingParams
+from parlance.core.tools import ReasoningEffort, ToolSpec
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+FREEFORM_FIELD = "input"  # a freeform tool's raw text, as a function's one argument
+_DEFAULTS = SamplingParams()
+_SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
+
+
+@dataclass(frozen=True, slots=True)
+class SubRequest:
+    """One upstream request: choice `index` of the generation (prompt-major), for
+    prompt `prompt`; `first_of_prompt` carries the prompt's usage (its other choices'
+    prompt tokens are the same prompt evaluated again)."""
+
+    path: str
+    body: dict[str, Any]
+    index: int
+    prompt: int
+    first_of_prompt: bool
+
+
+def sub_requests(request: GenerationRequest, model: str) -> list[SubRequest]:
+    out = []
+    for p, prompt in enumerate(request.prompts):
+        for k in range(request.n):
+            seed_offset = k  # choices of one request draw differently even with a seed
+            path, body = request_body(request, prompt, model, seed_offset)
+            out.append(SubRequest(path, body, p * request.n + k, p, k == 0))
+    return out
+
+
+def request_body(request: GenerationRequest, prompt: PromptInput, model: str,
+                 seed_offset: int = 0) -> tuple[str, dict[str, Any]]:
+    """(path, JSON body) of one streamed upstream request for `prompt`."""
+    body: dict[str, Any] = {"model": model, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    body.update(_sampling(request, seed_offset))
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if isinstance(prompt, ChatInput):
+        if prompt.prefix_ids:
+            raise InvalidRequest("Continuing from context tokens is not possible for a model "
+                                 "served by upstream servers; send the conversation instead.",
+                                 param="context")
+        body["messages"] = [message_json(m) for m in prompt.messages]
+        body.update(_chat_extras(request))
+        return CHAT_PATH, body
+    if prompt.token_ids is not None:
+        body["prompt"] = list(prompt.token_ids)
+    else:
+        body["prompt"] = prompt.text or ""
+    if prompt.suffix is not None:
+        body["suffix"] = prompt.suffix
+    if request.echo:
+        body["echo"] = True
+    if request.logprobs is not None:
+        body["logprobs"] = request.logprobs
+    return COMPLETIONS_PATH, body
+
+
+def _sampling(request: GenerationRequest, seed_offset: int) -> dict[str, Any]:
+    sampling = request.sampling
+    chosen = {name for name in _SAMPLING_FIELDS
+              if name in request.sampling_set
+              or getattr(sampling, name) != getattr(_DEFAULTS, name)}
+    out: dict[str, Any] = {}
+    for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                 "frequency_penalty"):
+        if name in chosen:
+            out[name] = getattr(sampling, name)
+    if "repeat_last_n" in chosen:
+        out["repeat_last_n"] = sampling.repeat_last_n  # llama-server
+    if "repeat_penalty" in chosen:
+        out["repetition_penalty"] = sampling.repeat_penalty  # vLLM, SGLang
+        out["repeat_penalty"] = sampling.repeat_penalty  # llama-server
+    if sampling.seed is not None:
+        out["seed"] = sampling.seed + seed_offset
+    if sampling.logit_bias:
+        out["logit_bias"] = {str(token): bias for token, bias in sampling.logit_bias}
+    return out
+
+
+def _chat_extras(request: GenerationRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if request.tools:
+        out["tools"] = [tool_json(t) for t in request.tools]
+        choice = request.tool_choice
+        if choice.mode == "named":
+            out["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
+        elif choice.mode != "auto":
+            out["tool_choice"] = choice.mode
+        if not request.parallel_tool_calls:
+            out["parallel_tool_calls"] = False
+    fmt = request.response_format
+    if fmt is not None:
+        if fmt.kind == "json_schema":
+            schema: dict[str, Any] = {"name": fmt.name or "response",
+                                      "schema": fmt.schema or {}}
+            if fmt.strict:
+                schema["strict"] = True
+            out["response_format"] = {"type": "json_schema", "json_schema": schema}
+        else:
+            out["response_format"] = {"type": "json_object"}
+    if request.logprobs is not None:
+        out["logprobs"] = True
+        if request.logprobs:
+            out["top_logprobs"] = request.logprobs
+    reasoning = request.reasoning
+    if reasoning is not None:
+        effort = reasoning.effort
+        # The template switch vLLM, SGLang and llama-server pass to the chat template
+        # (Qwen3's enable_thinking); the effort itself for models that grade it.
+        out["chat_template_kwargs"] = {"enable_thinking": effort is not ReasoningEffort.NONE}
+        if effort not in (ReasoningEffort.NONE, ReasoningEffort.ON):
+            out["reasoning_effort"] = effort.value
+    return out
+
+
+def tool_json(tool: ToolSpec) -> dict[str, Any]:
+    """A function tool. A freeform tool (raw text input) becomes a function whose one
+    string argument is that text; the engine hands the text back as the call's input."""
+    if tool.freeform:
+        description = tool.description
+        if tool.grammar is not None:
+            description += (f"\n\nThe `{FREEFORM_FIELD}` must match this "
+                            f"{tool.grammar.syntax} grammar:\n{tool.grammar.definition}")
+        parameters: dict[str, Any] = {
+            "type": "object", "properties": {FREEFORM_FIELD: {"type": "string"}},
+            "required": [FREEFORM_FIELD], "additionalProperties": False}
+        return {"type": "function", "function": {"name": tool.name, "description": description,
+                                                 "parameters": parameters}}
+    function: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters}
+    if tool.description:
+        function["description"] = tool.description
+    if tool.strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """A chat message. `developer` is sent as `system`, which every server knows;
+    earlier reasoning as `reasoning_content`, which templates that show it read."""
+    role = "system" if message.role == "developer" else message.role
+    out: dict[str, Any] = {"role": role, "content": message.content}
+    if message.name:
+        out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.name, "arguments": _call_arguments(call.arguments,
+                                                                           call.freeform)}}
+            for call in message.tool_calls]
+        if not message.content:
+            out["content"] = None
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    if message.reasoning:
+        out["reasoning_content"] = message.reasoning
+    return out
+
+
+def _call_arguments(arguments: str, freeform: bool) -> str:
+    if not freeform:
+        return arguments
+    return json.dumps({FREEFORM_FIELD: arguments}, ensure_ascii=False)

@@ -1,0 +1,131 @@
+"""The neutral request as upstream servers read it (`/v1/chat/completions`,
+`/v1/completions`), one upstream request per choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from parlance.core.errors import InvalidRequest
+from parlance.core.messages import Message, ToolCall
+from parlance.core.request import ChatInput, GenerationRequest, SamplingParams, TextInput
+from parlance.core.tools import (
+    InputGrammar,
+    ReasoningEffort,
+    ReasoningRequest,
+    ResponseFormat,
+    ToolChoice,
+    ToolSpec,
+)
+from parlance.engines.upstream.wire import request_body, sub_requests
+
+CHAT = ChatInput((Message("developer", "Be brief."), Message("user", "Hi")))
+
+
+def chat(**kw) -> GenerationRequest:
+    return GenerationRequest(model="local-name", prompts=(CHAT,), **kw)
+
+
+def test_chat_minimal_keeps_the_upstreams_sampling_defaults():
+    path, body = request_body(chat(), CHAT, "upstream-name")
+    assert path == "/v1/chat/completions"
+    assert body == {"model": "upstream-name", "stream": True,
+                    "stream_options": {"include_usage": True},
+                    "messages": [{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": "Hi"}]}
+
+
+def test_chat_everything():
+    tools = (ToolSpec("get", "Get it.", {"type": "object"}, strict=True),)
+    request = chat(
+        sampling=SamplingParams(temperature=0.0, top_p=0.9, top_k=40, min_p=0.05, seed=7,
+                                repeat_penalty=1.1, logit_bias=((15, -100.0),)),
+        sampling_set=frozenset({"temperature", "top_p", "top_k", "min_p", "repeat_penalty"}),
+        max_tokens=64, stop=("END",), logprobs=2, tools=tools,
+        tool_choice=ToolChoice("named", "get"), parallel_tool_calls=False,
+        response_format=ResponseFormat("json_schema", {"type": "object"}, "answer", True),
+        reasoning=ReasoningRequest(ReasoningEffort.HIGH))
+    _, body = request_body(request, CHAT, "m")
+    assert {k: v for k, v in body.items() if k not in ("messages", "model")} == {
+        "stream": True, "stream_options": {"include_usage": True},
+        "temperature": 0.0, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
+        "repetition_penalty": 1.1, "repeat_penalty": 1.1, "seed": 7,
+        "logit_bias": {"15": -100.0}, "max_tokens": 64, "stop": ["END"],
+        "tools": [{"type": "function", "function": {
+            "name": "get", "parameters": {"type": "object"}, "description": "Get it.",
+            "strict": True}}],
+        "tool_choice": {"type": "function", "function": {"name": "get"}},
+        "parallel_tool_calls": False,
+        "response_format": {"type": "json_schema", "json_schema": {
+            "name": "answer", "schema": {"type": "object"}, "strict": True}},
+        "logprobs": True, "top_logprobs": 2,
+        "chat_template_kwargs": {"enable_thinking": True}, "reasoning_effort": "high"}
+
+
+def test_reasoning_off_turns_the_template_switch_off():
+    _, body = request_body(chat(reasoning=ReasoningRequest(ReasoningEffort.NONE)), CHAT, "m")
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "reasoning_effort" not in body
+
+
+def test_preset_sampling_defaults_are_sent_too():
+    """A value that differs from the neutral default came from the client or a preset."""
+    _, body = request_body(chat(sampling=SamplingParams(temperature=0.6)), CHAT, "m")
+    assert body["temperature"] == 0.6 and "top_p" not in body
+
+
+def test_history_with_calls_results_and_reasoning():
+    history = ChatInput((
+        Message("user", "Weather?"),
+        Message("assistant", "", tool_calls=(ToolCall("c1", "get", '{"city":"Oslo"}'),),
+                reasoning="Look it up."),
+        Message("tool", "Sunny", tool_call_id="c1"),
+        Message("assistant", "", tool_calls=(ToolCall("c2", "patch", "*** x", freeform=True),)),
+    ))
+    _, body = request_body(GenerationRequest(model="m", prompts=(history,)), history, "m")
+    assert body["messages"] == [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "reasoning_content": "Look it up.",
+         "tool_calls": [{"id": "c1", "type": "function",
+                         "function": {"name": "get", "arguments": '{"city":"Oslo"}'}}]},
+        {"role": "tool", "content": "Sunny", "tool_call_id": "c1"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c2", "type": "function",
+             "function": {"name": "patch", "arguments": '{"input": "*** x"}'}}]}]
+
+
+def test_freeform_tool_is_a_function_of_one_string():
+    tool = ToolSpec("patch", "Apply a patch.", freeform=True,
+                    grammar=InputGrammar("regex", "\\*\\*\\* .*"))
+    _, body = request_body(chat(tools=(tool,)), CHAT, "m")
+    function = body["tools"][0]["function"]
+    assert function["parameters"]["required"] == ["input"]
+    assert "regex grammar" in function["description"] and "\\*\\*\\* .*" in function["description"]
+
+
+def test_text_prompts_go_to_completions():
+    prompt = TextInput(text="def f(", suffix="\n    return x")
+    request = GenerationRequest(model="m", prompts=(prompt,), echo=True, logprobs=3)
+    path, body = request_body(request, prompt, "m")
+    assert path == "/v1/completions"
+    assert body["prompt"] == "def f(" and body["suffix"] == "\n    return x"
+    assert body["echo"] is True and body["logprobs"] == 3
+    ids = TextInput(token_ids=(1, 2, 3))
+    assert request_body(GenerationRequest(model="m", prompts=(ids,)), ids, "m")[1]["prompt"] \
+        == [1, 2, 3]
+
+
+def test_several_prompts_and_n_fan_out_prompt_major():
+    prompts = (TextInput(text="a"), TextInput(text="b"))
+    request = GenerationRequest(model="m", prompts=prompts, n=2,
+                                sampling=SamplingParams(seed=10))
+    subs = sub_requests(request, "m")
+    assert [(s.index, s.prompt, s.first_of_prompt, s.body["prompt"], s.body["seed"])
+            for s in subs] == [(0, 0, True, "a", 10), (1, 0, False, "a", 11),
+                               (2, 1, True, "b", 10), (3, 1, False, "b", 11)]
+
+
+def test_context_tokens_cannot_be_sent_upstream():
+    prompt = ChatInput((Message("user", "Hi"),), prefix_ids=(1, 2))
+    with pytest.raises(InvalidRequest) as caught:
+        request_body(GenerationRequest(model="m", prompts=(prompt,)), prompt, "m")
+    assert caught.value.param == "context"

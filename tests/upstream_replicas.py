@@ -1,0 +1,86 @@
+"""Upstream replicas on loopback for the upstream engine's tests: Parlance apps served
+by uvicorn from threads (each its own event loop, as a separate server is), which
+can be stopped and started again on the same port; and the gateway in front of them."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+from parlance.engines.upstream import ClientSettings, Fleet, FleetSettings, ReplicaConfig
+from parlance.models.served import ServedModels
+from parlance.models.upstream import UpstreamModels
+from parlance.server import ServerSettings, create_app
+
+PATIENCE = 120.0
+
+
+class AppServer:
+    """uvicorn in a thread on a loopback port. Its lifespan is off: the app's engines
+    belong to the test."""
+
+    def __init__(self, app: Any, port: int = 0) -> None:
+        self.app = app
+        self.port = port
+        self.server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> AppServer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        self.port = sock.getsockname()[1]
+        self._sock = sock
+        config = uvicorn.Config(self.app, lifespan="off", log_level="warning", loop="asyncio",
+                                http="h11", timeout_graceful_shutdown=1)
+        server = self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
+                                        daemon=True, name=f"replica-{self.port}")
+        self._thread.start()
+        deadline = time.monotonic() + PATIENCE
+        while not server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(PATIENCE)
+        if self._sock is not None:
+            self._sock.close()
+        self.server = self._thread = self._sock = None
+
+    def __enter__(self) -> AppServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def fleet(*urls: str, models: tuple[str, ...] = (), interval: float = 3600.0,
+          weights: tuple[float, ...] = ()) -> Fleet:
+    """A fleet over these replicas; health checks only when the test asks (`check()`),
+    unless it sets an interval."""
+    configs = [ReplicaConfig(url, models=models, weight=weights[i] if weights else 1.0)
+               for i, url in enumerate(urls)]
+    return Fleet(configs, FleetSettings(health_interval=interval, startup_wait=30.0,
+                                        client=ClientSettings(connect_timeout=5.0)))
+
+
+def gateway(upstream_fleet: Fleet, **settings: Any):
+    """A Parlance app serving only the fleet's models (no local model)."""
+    models = ServedModels([], upstreams=UpstreamModels(upstream_fleet))
+    settings.setdefault("request_timeout", 3600.0)
+    return create_app(models, ServerSettings(**settings)), models
