@@ -5,6 +5,7 @@ Run with PARLANCE_REGEN_TRANSCRIPTS=1 to rewrite them, then review the diff.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -37,3 +38,7 @@ def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("parlance.engines.parsing.calls.new_call_id", lambda: "call_test")
     monkeypatch.setattr("parlance.dialects.lmstudio.new_response_id", lambda: "resp_" + "0" * 48)
     monkeypatch.setattr("parlance.dialects.anthropic.result.new_message_id", lambda: "msg_test")
+    monkeypatch.setattr("parlance.dialects.ollama.result.timestamp",
+                        lambda: "2023-08-04T19:22:45.499127Z")
+    ticks = itertools.count(0, 250_000_000)  # each reading of the clock a quarter second on
+    monkeypatch.setattr("parlance.dialects.ollama.result.clock_ns", lambda: next(ticks))

@@ -1,6 +1,7 @@
 """The error envelope each API's clients parse, as a checker for any refusal: OpenAI's
-`{"error": {message, type, param, code}}` on every path but `/api/*`, where LM Studio's
-`{"error": {type, message, code?, param?}}` is answered, and `/v1/messages*`, where
+`{"error": {message, type, param, code}}` on every path but `/api/v1/*` and `/api/v0/*`,
+where LM Studio's `{"error": {type, message, code?, param?}}` is answered, the other
+`/api/*`, where Ollama's `{"error": "message"}` is, and `/v1/messages*`, where
 Anthropic's `{"type": "error", "error": {type, message}, "request_id"}` is."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests import anthropic_contract
+from tests import anthropic_contract, ollama_contract
 from tests.lmstudio_contract import check_error
 
 OPENAI_TYPES = {"invalid_request_error", "authentication_error", "tokens_exceeded_error",
@@ -24,6 +25,8 @@ def checked_error(path: str, response: httpx.Response) -> dict[str, Any]:
     body = response.json()
     if path.startswith("/v1/messages"):
         return anthropic_contract.check_error(body)
+    if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/v0/")):
+        return {"message": ollama_contract.check_error(body)}
     assert isinstance(body, dict) and set(body) == {"error"}, body
     error = body["error"]
     if path.startswith("/api/"):

@@ -32,6 +32,8 @@ from parlance.dialects.ollama.models import (
     PullRequest,
     ShowRequest,
 )
+from parlance.dialects.ollama.request import ChatRequest as OllamaChatRequest
+from parlance.dialects.ollama.request import GenerateRequest as OllamaGenerateRequest
 from parlance.dialects.openai_chat import ChatRequest
 from parlance.dialects.openai_completions import CompletionRequest
 from parlance.dialects.openai_responses.request import ResponsesRequest
@@ -39,6 +41,7 @@ from parlance.engines.fake import FakeEngine
 from tests.anthropic_contract import stream_events
 from tests.conftest import make_app
 from tests.lmstudio_contract import checked_events
+from tests.ollama_contract import check_stream
 from tests.server.envelopes import checked_error
 from tests.sse import sse_data
 
@@ -118,6 +121,31 @@ LMSTUDIO_BODIES = (
      "integrations": ["mcp/none", {"type": "ephemeral_mcp", "server_label": "x",
                                    "server_url": "http://127.0.0.1:9/mcp"}]},
 )
+OLLAMA_CHAT_BODIES = (
+    {"model": "fake-model", "messages": [{"role": "user", "content": "Hi"}]},
+    {"model": "fake-alias", "stream": False, "think": "low", "format": SCHEMA,
+     "keep_alive": "1h30m", "logprobs": True, "top_logprobs": 2, "truncate": False,
+     "options": {"temperature": 0.2, "top_k": 3, "top_p": 0.9, "min_p": 0.1, "seed": 7,
+                 "num_predict": 4, "stop": ["x"], "repeat_penalty": 1.1,
+                 "repeat_last_n": -1, "num_ctx": 512, "num_keep": 4},
+     "tools": [TOOL],
+     "messages": [{"role": "system", "content": "Be brief."},
+                  {"role": "user", "content": "Weather?", "images": []},
+                  {"role": "assistant", "content": "", "thinking": "Hm.", "tool_calls": [
+                      {"function": {"index": 0, "name": "get_weather",
+                                    "arguments": {"city": "Rome"}}}]},
+                  {"role": "tool", "tool_name": "get_weather", "content": "Sunny"}]},
+    {"model": "fake-model", "messages": [], "keep_alive": 0},
+)
+OLLAMA_GENERATE_BODIES = (
+    {"model": "fake-model", "prompt": "Why?"},
+    {"model": "fake-model", "prompt": "Why?", "system": "Be brief.", "stream": False,
+     "think": True, "format": "json", "context": [1, 2, 3], "keep_alive": -1,
+     "options": {"temperature": 0, "num_predict": 8}},
+    {"model": "fake-model", "prompt": "def f(", "suffix": "return", "raw": False},
+    {"model": "fake-model", "prompt": "[INST] hi [/INST]", "raw": True, "keep_alive": "5m"},
+    {"model": "fake-model"},
+)
 
 ROUTES = (
     PostRoute("/v1/chat/completions", ChatRequest, CHAT_BODIES),
@@ -141,6 +169,8 @@ ROUTES = (
               examples=60),
     PostRoute("/api/delete", DeleteRequest, ({"model": "fake-alias"},), examples=60,
               method="DELETE"),
+    PostRoute("/api/chat", OllamaChatRequest, OLLAMA_CHAT_BODIES),
+    PostRoute("/api/generate", OllamaGenerateRequest, OLLAMA_GENERATE_BODIES),
     # the un-prefixed aliases share the handlers: fewer examples
     PostRoute("/chat/completions", ChatRequest, CHAT_BODIES, examples=40),
     PostRoute("/completions", CompletionRequest, COMPLETION_BODIES, examples=40),
@@ -260,6 +290,8 @@ async def exchange(path: str, body: bytes, method: str = "POST") -> None:
             assert path in ("/api/copy", "/api/delete"), where
         elif path == "/api/pull" and response.headers["content-type"] == "application/x-ndjson":
             check_pull(response.text)
+        elif response.headers["content-type"] == "application/x-ndjson":
+            check_stream(response.text, generate=path == "/api/generate")
         elif response.headers["content-type"].startswith("text/event-stream"):
             if path.startswith("/api/"):
                 checked_events(response.text)

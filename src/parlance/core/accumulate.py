@@ -65,6 +65,7 @@ class ChoiceResult:
     logprobs: list[TokenLogprob] | None = None
     finish_reason: FinishReason | None = None
     stop_sequence: str | None = None  # the stop string that ended it
+    token_ids: tuple[int, ...] | None = None  # the tokens it generated, when known
     parts: list[TextPart | ToolCallResult | ToolsListed] = field(default_factory=list)
 
     def add_text(self, kind: Literal["text", "reasoning"], text: str,
@@ -135,6 +136,7 @@ class Accumulator:
             case Finish(reason=reason, index=index):
                 result.choice(index).finish_reason = reason
                 result.choice(index).stop_sequence = event.stop_sequence
+                result.choice(index).token_ids = event.token_ids
             case Usage():
                 result.usage = event
             case Failed(error=error):

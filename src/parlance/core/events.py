@@ -145,11 +145,13 @@ class Progress:
 @dataclass(frozen=True, slots=True)
 class Finish:
     """`stop_sequence`: the request's stop string that ended the choice, if one did
-    (Anthropic reports which one matched)."""
+    (Anthropic reports which one matched). `token_ids`: the tokens the choice
+    generated, when the engine has them (Ollama's `context` returns them)."""
 
     reason: FinishReason
     index: int = 0
     stop_sequence: str | None = None
+    token_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,14 +29,18 @@ class SamplingParams:
     repeat_penalty: float = 1.0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    repeat_last_n: int = 64  # tokens the penalties look back over; 0: none, -1: the context
     logit_bias: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class ChatInput:
-    """A conversation to render through the model's chat template."""
+    """A conversation to render through the model's chat template. `prefix_ids`: tokens
+    that come before the rendered conversation (Ollama's `context`, the tokens of an
+    earlier prompt and answer sent back to continue from them)."""
 
     messages: tuple[Message, ...]
+    prefix_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

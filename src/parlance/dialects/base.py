@@ -48,6 +48,13 @@ class Call:
     stream: bool
     # The context a cold model is loaded with for this call (LM Studio's context_length)
     context_length: int | None = field(default=None, kw_only=True)
+    # Seconds the model stays loaded once idle after this call (Ollama's keep_alive):
+    # 0 unloads it as soon as it is idle, inf never; None: the server's rule (the JIT TTL)
+    keep_alive: float | None = field(default=None, kw_only=True)
+    # The call only loads its model, or with keep_alive 0 unloads it, and generates
+    # nothing (Ollama's empty messages or prompt): the answer is `render` of an empty
+    # Completion, one JSON object even when `stream` is set
+    load_only: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,7 @@ class Served:
 
     model: str  # the id the client asked for (aliases are echoed as sent)
     prompts: tuple[PromptInfo, ...]
+    load_seconds: float | None = None  # this call loaded the model, in so many seconds
 
 
 class Encoder(Protocol):

@@ -19,10 +19,12 @@ from parlance.engines.metrics import EngineMetrics
 
 @dataclass(frozen=True, slots=True)
 class PromptInfo:
-    """The prompt as the engine saw it, for dialects that report offsets or echo."""
+    """The prompt as the engine saw it, for dialects that report offsets or echo, and
+    its token ids (empty when the engine has none), which Ollama's `context` returns."""
 
     text: str
     n_tokens: int
+    token_ids: tuple[int, ...] = ()
 
 
 class Generation(Protocol):

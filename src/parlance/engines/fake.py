@@ -16,7 +16,7 @@ import contextlib
 import hashlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from parlance.core.embeddings import (
     EmbeddingInput,
@@ -52,6 +52,13 @@ def _prompt_text(prompt: ChatInput | TextInput) -> str:
     if prompt.token_ids is not None:
         return " ".join(str(t) for t in prompt.token_ids)
     return prompt.text or ""
+
+
+def _prompt_info(prompt: ChatInput | TextInput, text: str) -> PromptInfo:
+    """Words are tokens; a word's id is its position (after a chat's `prefix_ids`)."""
+    prefix = prompt.prefix_ids if isinstance(prompt, ChatInput) else ()
+    ids = (*prefix, *range(len(text.split())))
+    return PromptInfo(text, len(ids), ids)
 
 
 def _stopped(reply: str, stops: Sequence[str]) -> tuple[str, str | None]:
@@ -137,8 +144,7 @@ class FakeGeneration:
             return self._parsers[item.index].push(item.text)
         if isinstance(item, Finish) and item.index in self._parsers:
             parser = self._parsers[item.index]
-            return [*parser.finish(), Finish(parser.finish_reason(item.reason), item.index,
-                                             item.stop_sequence)]
+            return [*parser.finish(), replace(item, reason=parser.finish_reason(item.reason))]
         return [item]
 
 
@@ -163,8 +169,7 @@ class FakeEngine:
 
     async def start(self, request: GenerationRequest) -> FakeGeneration:
         prompts = tuple(
-            PromptInfo(text, len(text.split())) for text in map(_prompt_text, request.prompts)
-        )
+            _prompt_info(prompt, _prompt_text(prompt)) for prompt in request.prompts)
         room = 1 if request.clip_to_context else request.max_tokens or 1
         needed = max(p.n_tokens for p in prompts) + room
         if needed > self.context_length:

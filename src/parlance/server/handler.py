@@ -107,6 +107,8 @@ class GenerationHandler:
         try:
             authorize(request, self.settings.api_keys)
             call = await read_json(request, self.settings.max_body_bytes, self.dialect.parse)
+            if call.load_only:
+                return await self._load_only(call, watch)
             background = self.runs is not None and self.runs.takes(call)
             if background:
                 watch = replace(watch, switch=StopSwitch())
@@ -129,6 +131,22 @@ class GenerationHandler:
         finally:
             if started.toolbox is not None:
                 await started.toolbox.aclose()
+            self.models.release(started.served.model)
+
+    async def _load_only(self, call: Call, watch: Watch) -> Response:
+        """Load the call's model (with keep_alive 0: unload it) and answer at once."""
+        name = call.request.model
+        load_seconds = None
+        if call.keep_alive == 0:
+            self.models.spec(name)  # 404 for a model that does not exist at all
+            await self.models.expire(name)
+        else:
+            model, name, load_seconds = await self.models.acquire(
+                name, None, LoadOptions(context_length=call.context_length))
+            self.models.keep(model, call.keep_alive)
+        watch.record.model = name
+        served = Served(name, (), load_seconds)
+        return JSONResponse(self.dialect.render(call, served, Accumulator().result))
 
     def watch(self, app: Any, record: AccessRecord) -> Watch:
         """A new call's watch: its deadline from now, the app's drain."""
@@ -150,8 +168,10 @@ class GenerationHandler:
                 # 404 for a model that does not exist at all, 400 for load options out of
                 # range or a load too big for memory: now, before the response starts.
                 self.models.check(name, options)
+            load_seconds = None
             if not cold:
-                model, name, _ = await self.models.acquire(name, None, options)
+                model, name, load_seconds = await self.models.acquire(name, None, options)
+                self.models.keep(model, call.keep_alive)
             if call.request.tool_servers:
                 toolbox = await Toolbox.open(call.request.tool_servers,
                                              self.settings.integrations)
@@ -166,8 +186,8 @@ class GenerationHandler:
                 await toolbox.aclose()
             raise
         watch.record.model = name
-        return Started(call, Served(name, generation.prompts), generation, watch, toolbox,
-                       memory)
+        return Started(call, Served(name, generation.prompts, load_seconds), generation, watch,
+                       toolbox, memory)
 
     def _load_then_start(self, call: Call, name: str, options: LoadOptions,
                          toolbox: Toolbox | None) -> LoadingGeneration:
@@ -222,6 +242,7 @@ class GenerationHandler:
                 memory.keep(call, encoder.outcome())  # type: ignore[attr-defined]
             if toolbox is not None:
                 await toolbox.aclose()
+            self.models.release(started.served.model)
 
     async def _complete(self, request: Request, started: Started) -> Response:
         call, served, memory = started.call, started.served, started.memory

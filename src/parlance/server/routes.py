@@ -10,10 +10,11 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from parlance.core.errors import ParlanceError
-from parlance.dialects import anthropic, lmstudio, openai_common
+from parlance.dialects import anthropic, lmstudio, ollama, openai_common
 from parlance.dialects.anthropic import AnthropicMessages
 from parlance.dialects.base import Dialect, ErrorResponse
 from parlance.dialects.lmstudio import LMStudioChat
+from parlance.dialects.ollama import OllamaChat, OllamaGenerate
 from parlance.dialects.openai_chat import OpenAIChat
 from parlance.dialects.openai_completions import OpenAICompletions
 from parlance.dialects.openai_responses import OpenAIResponses
@@ -45,17 +46,22 @@ def generation(sealer: Sealer, responses: OpenAIResponses, messages: AnthropicMe
         ("/v1/responses/compact", ResponsesCompaction(sealer)),
         ("/api/v1/chat", LMStudioChat()),
         ("/v1/messages", messages),
+        ("/api/chat", OllamaChat()),
+        ("/api/generate", OllamaGenerate()),
     )
 
-LMSTUDIO_PREFIX = "/api/"  # every other path speaks OpenAI's dialects
+LMSTUDIO_PATHS = ("/api/v1", "/api/v0")  # and what lies under them
+OLLAMA_PREFIX = "/api/"  # (what is not LM Studio's); every other path speaks OpenAI's
 ANTHROPIC_PATHS = ("/v1/messages", "/messages")  # and what lies under them
 
 
 def error_renderer(path: str) -> Callable[[ParlanceError], ErrorResponse]:
     """The error envelope of the API a path belongs to, for errors no endpoint caught
     (no such route, an unexpected exception)."""
-    if path.startswith(LMSTUDIO_PREFIX):
+    if any(path == p or path.startswith(p + "/") for p in LMSTUDIO_PATHS):
         return lmstudio.render_error
+    if path.startswith(OLLAMA_PREFIX):
+        return ollama.render_error
     if any(path == p or path.startswith(p + "/") for p in ANTHROPIC_PATHS):
         return anthropic.render_error
     return openai_common.render_error

@@ -90,9 +90,12 @@ class LlamaCppEngine:
         job = Job(stop=request.stop, logprobs=request.logprobs, echo=request.echo,
                   outbox=scheduler.outbox, on_cancel=scheduler.wake)
         n = request.n
+        sampling = request.sampling
+        if sampling.repeat_last_n < 0:  # the penalties look back over the whole context
+            sampling = replace(sampling, repeat_last_n=self.context_length)
         job.groups = [
             GroupSpec(job, tokens, budget, tuple(range(p * n, (p + 1) * n)),
-                      [SamplerChain(self.model.n_vocab, _choice_sampling(request.sampling, c))
+                      [SamplerChain(self.model.n_vocab, _choice_sampling(sampling, c))
                        for c in range(n)], plan)
             for p, (tokens, budget) in enumerate(zip(token_lists, budgets, strict=True))
         ]
@@ -180,7 +183,7 @@ class LlamaCppEngine:
                                                                     strict=True)]
         plan = self._plan(request, next((t for t in texts if t is not None), None))
         budgets = [self._budget(tokens, request) for tokens in token_lists]
-        prompts = tuple(PromptInfo(self._text(t), len(t)) for t in token_lists)
+        prompts = tuple(PromptInfo(self._text(t), len(t), tuple(t)) for t in token_lists)
         return token_lists, budgets, prompts, plan
 
     def _embedder(self) -> EmbeddingWorker:
@@ -262,20 +265,27 @@ class LlamaCppEngine:
                     else render_chat(self.template, request, prompt.messages))
             bos = model.special_text(model.bos)
             add_bos = model.add_bos and not (bos and text.startswith(bos))
-            tokens = model.tokenize(text, add_special=add_bos, parse_special=True)
+            if prompt.prefix_ids:  # an earlier prompt and answer (Ollama's `context`)
+                self._check_ids(prompt.prefix_ids, "context")
+                add_bos = False
+            tokens = [*prompt.prefix_ids,
+                      *model.tokenize(text, add_special=add_bos, parse_special=True)]
         elif prompt.suffix is not None:
             tokens = self._fill_in_the_middle(prompt)
         elif prompt.token_ids is not None:
-            bad = [t for t in prompt.token_ids if not model.is_valid_token(t)]
-            if bad:
-                raise InvalidRequest(f"Token id {bad[0]} is outside the vocabulary "
-                                     f"(0..{model.n_vocab - 1}).", param="prompt")
+            self._check_ids(prompt.token_ids, "prompt")
             tokens = list(prompt.token_ids)
         else:
             tokens = model.tokenize(prompt.text or "", add_special=True, parse_special=True)
         if not tokens:
             raise InvalidRequest("The prompt is empty.", param="prompt")
         return tokens
+
+    def _check_ids(self, ids: tuple[int, ...], param: str) -> None:
+        bad = [t for t in ids if not self.model.is_valid_token(t)]
+        if bad:
+            raise InvalidRequest(f"Token id {bad[0]} is outside the vocabulary "
+                                 f"(0..{self.model.n_vocab - 1}).", param=param)
 
     def _fill_in_the_middle(self, prompt: TextInput) -> list[int]:
         fim = self.model.fim_tokens()

@@ -14,7 +14,6 @@ import numpy as np
 from parlance.core.request import SamplingParams
 from parlance.engines.llamacpp.model import LlamaModel
 
-PENALTY_LAST_N = 64
 DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: pick a random seed
 
 
@@ -80,7 +79,8 @@ def _samplers(n_vocab: int, p: SamplingParams) -> list[ctypes.c_void_p]:
         samplers.append(llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(biases), biases))
     if _penalised(p):
         samplers.append(llama_cpp.llama_sampler_init_penalties(
-            n_vocab, PENALTY_LAST_N, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
+            n_vocab, p.repeat_last_n, p.repeat_penalty, p.frequency_penalty,
+            p.presence_penalty))
     if p.temperature <= 0:
         samplers.append(llama_cpp.llama_sampler_init_greedy())
         return samplers

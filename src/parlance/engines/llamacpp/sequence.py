@@ -104,7 +104,7 @@ class Sequence:
 
     __slots__ = ("job", "index", "slot", "sampler", "max_tokens", "n_past", "pending",
                  "generated", "reasoning_tokens", "first_token_at", "last_token_at",
-                 "finished", "_model", "_utf8", "_stops", "_emitter", "_guide")
+                 "finished", "tokens", "_model", "_utf8", "_stops", "_emitter", "_guide")
 
     def __init__(self, model: LlamaModel, job: Job, index: int, slot: int,
                  sampler: SamplerChain, max_tokens: int, n_past: int,
@@ -118,6 +118,7 @@ class Sequence:
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None
         self.finished = False
+        self.tokens: list[int] = []  # what it generated (its Finish reports them)
         self._model = model
         self._utf8 = Utf8Stream()
         self._stops = StopMatcher[PendingLogprob | None](job.stop)
@@ -135,6 +136,7 @@ class Sequence:
         if model.is_eog(token):
             return self.finish(FinishReason.STOP)
         self.generated += 1
+        self.tokens.append(token)
         record = None
         if self.job.logprobs is not None:
             row = log_softmax_row(model.logits(output))
@@ -176,6 +178,7 @@ class Sequence:
         self._emitter.close()
         if self._emitter.parser is not None:
             reason = self._emitter.parser.finish_reason(reason)
-        self.job.emit(Finish(reason, index=self.index, stop_sequence=self._stops.matched))
+        self.job.emit(Finish(reason, index=self.index, stop_sequence=self._stops.matched,
+                             token_ids=tuple(self.tokens)))
         self.finished, self.pending = True, None
         return False
