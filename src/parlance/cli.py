@@ -85,6 +85,16 @@ def _parser() -> argparse.ArgumentParser:
                        help="unload idle models so the loaded ones (weights, KV cache and "
                             "compute buffers, estimated) stay within this; loads larger "
                             "than this or than the free memory are refused")
+    serve.add_argument("--upstream", action="append", metavar="URL",
+                       help="an OpenAI-compatible server (vLLM, SGLang, llama-server, Ollama, "
+                            "LM Studio, Parlance) whose models this server serves too, "
+                            "balanced over every server that lists the same model "
+                            "(repeatable); with no --model, no local model is loaded")
+    serve.add_argument("--upstream-api-key", dest="upstream_api_key",
+                       help="the API key sent to the --upstream servers")
+    serve.add_argument("--upstream-health-interval", dest="upstream_health_interval",
+                       type=float, help="seconds between health checks (and model "
+                       "discovery) of the upstream servers")
     for action in serve._actions:
         if action.dest not in ("help",):
             action.help = (action.help or "") + f" [env {env_name(action.dest)}]"
@@ -154,24 +164,50 @@ def _load_first(config: ServeConfig, registry: dict, loader):
     return spec, engine, plan
 
 
-def serve(config: ServeConfig, registry: dict) -> int:
-    from parlance.models.catalog import catalog
-    from parlance.models.served import ServedModel, ServedModels
-    from parlance.server import create_app
+def _first_model(config: ServeConfig, registry: dict, loader) -> list:
+    """The model the server starts with, loaded; none for a gateway in front of
+    upstream servers that was not told to load one."""
+    from parlance.models.served import ServedModel
 
-    loader = _engine_loader(config)
+    if not config.local_model:
+        return []
     started = time.perf_counter()
     spec, engine, plan = _load_first(config, registry, loader)
     ctx = engine.model.settings
     console.print(f"[green]Loaded[/] {spec.id} in {time.perf_counter() - started:.2f}s "
                   f"({ctx.parallel} slots, context {ctx.n_ctx} "
                   f"{'shared' if ctx.kv_unified else 'each'}, {ctx.n_threads} threads)")
+    return [ServedModel(spec, engine, int(time.time()), plan.memory.total)]
+
+
+def _upstreams(config: ServeConfig):
+    """The upstream servers (--upstream, [[upstreams]]) as served models; None without."""
+    entries = [(url, config.upstream_api_key or None, (), 1.0) for url in config.upstream]
+    entries += [(e.url, e.api_key, e.models, e.weight) for e in config.upstreams]
+    if not entries:
+        return None
+    from parlance.engines.upstream import Fleet, FleetSettings, ReplicaConfig
+    from parlance.models.upstream import UpstreamModels
+
+    fleet = Fleet([ReplicaConfig(*entry) for entry in entries],
+                  FleetSettings(health_interval=config.upstream_health_interval))
+    for replica in fleet.replicas:
+        models = ", ".join(sorted(replica.models)) or "the models it lists"
+        console.print(f"Upstream {replica.label} (weight {replica.weight:g}): {models}")
+    return UpstreamModels(fleet)
+
+
+def serve(config: ServeConfig, registry: dict) -> int:
+    from parlance.models.catalog import catalog
+    from parlance.models.served import ServedModels
+    from parlance.server import create_app
+
+    loader = _engine_loader(config)
     models_dir = Path(config.models_dir)
-    first = ServedModel(spec, engine, int(time.time()), plan.memory.total)
     models = ServedModels(
-        [first], catalog=catalog(registry, models_dir), loader=loader,
-        idle_ttl=config.jit_ttl or None, memory_budget=memory_budget(config),
-        defaults=load_defaults(config))
+        _first_model(config, registry, loader), catalog=catalog(registry, models_dir),
+        loader=loader, idle_ttl=config.jit_ttl or None, memory_budget=memory_budget(config),
+        defaults=load_defaults(config), upstreams=_upstreams(config))
     app = create_app(models, server_settings(config))
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "

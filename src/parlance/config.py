@@ -32,6 +32,40 @@ DEFAULT_MAX_BODY_MB = 32
 
 
 @dataclass(frozen=True, slots=True)
+class UpstreamEntry:
+    """An OpenAI-compatible server whose models this one serves. `models` empty: the
+    models its /v1/models lists."""
+
+    url: str
+    api_key: str | None = None
+    models: tuple[str, ...] = ()
+    weight: float = 1.0
+
+
+def upstream_entries(tables: Any) -> tuple[UpstreamEntry, ...]:
+    """The file's `[[upstreams]]` tables, checked."""
+    if not isinstance(tables, list):
+        raise ValueError("[[upstreams]] must be an array of tables")
+    out = []
+    for i, table in enumerate(tables):
+        where = f"[[upstreams]] #{i + 1}"
+        if not isinstance(table, dict) or not isinstance(table.get("url"), str):
+            raise ValueError(f"{where} needs a url")
+        unknown = set(table) - {"url", "api_key", "models", "weight"}
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+        models = table.get("models", [])
+        if isinstance(models, str):
+            models = [models]
+        weight = table.get("weight", 1.0)
+        if not isinstance(weight, int | float) or isinstance(weight, bool) or weight <= 0:
+            raise ValueError(f"{where}: weight must be a positive number")
+        out.append(UpstreamEntry(table["url"], table.get("api_key") or None,
+                                 tuple(str(m) for m in models), float(weight)))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class ServeConfig:
     model: str = DEFAULT_MODEL
     host: str = "127.0.0.1"
@@ -62,6 +96,14 @@ class ServeConfig:
     memory_budget_mb: int = 0  # loaded models' estimated memory; 0: no limit
     max_body_mb: int = DEFAULT_MAX_BODY_MB  # larger request bodies are refused (413)
     model_alias: tuple[str, ...] = ()  # PATTERN=MODEL: more names (globs: claude-*) for MODEL
+    upstream: tuple[str, ...] = ()  # URLs of OpenAI-compatible servers whose models we serve
+    upstream_api_key: str = ""  # the key sent to the --upstream servers
+    upstream_health_interval: float = 5.0  # seconds between health checks of upstreams
+    # The file's [[upstreams]] tables (url, api_key, models, weight); not a flag
+    upstreams: tuple[UpstreamEntry, ...] = ()
+    # Whether a local model is loaded at start: yes unless upstreams are configured
+    # and no model was named (a gateway in front of other servers)
+    local_model: bool = True
 
 
 def env_name(field: str) -> str:
@@ -110,6 +152,10 @@ def resolve_config(
             values[field] = _coerce(field, env[env_name(field)])
         elif field in file_defaults:
             values[field] = _coerce(field, file_defaults[field])
+    values["upstreams"] = upstream_entries(document.get("upstreams", []))
+    if "local_model" not in values:
+        values["local_model"] = "model" in values or not (values.get("upstream")
+                                                         or values["upstreams"])
     config = ServeConfig(**values)
     registry = with_aliases(registry, config.model_alias)
     if not config.data_dir:

@@ -5,8 +5,7 @@ Loading is single-flight (concurrent requests for a cold model share one load,
 and only the first one is told it caused it), is planned first (`load_plan`: settings
 in range, memory estimated from the GGUF header), stays within the memory budget and
 the machine's free memory by unloading the least recently used idle models first, and
-models loaded just in time are unloaded again after an idle TTL, or any model after the
-`keep_alive` the last call on it asked for (Ollama's).
+models loaded just in time are unloaded again after an idle TTL.
 """
 
 from __future__ import annotations
@@ -14,11 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from parlance.core.errors import (
     EngineFailure,
@@ -48,7 +46,16 @@ Progress = Callable[[float], None]  # called from the loading thread
 
 
 Loader = Callable[[ModelSpec, LoadPlan, Progress | None], Engine]  # blocking
-_BUSY_RECHECK = 0.1  # seconds between looks at a model whose time is up while it is busy
+
+
+class Upstreams(Protocol):
+    """Models served by upstream servers (`models.upstream.UpstreamModels`)."""
+
+    def served(self) -> list[ServedModel]: ...
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
 _CHOSEN_NOTHING = LoadOptions()
 _SERVER_DEFAULTS = LoadDefaults()
 
@@ -63,9 +70,6 @@ class ServedModel:
     load_seconds: float | None = None
     last_used: float = field(default_factory=time.monotonic)
     options: LoadOptions = field(default_factory=LoadOptions)
-    # Seconds it stays loaded once idle, as the last call asked (Ollama's keep_alive;
-    # inf: forever); None: the server's rule (the idle TTL for models loaded on demand)
-    keep_alive: float | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -89,10 +93,12 @@ class ServedModels:
                  catalog: Callable[[], list[ModelSpec]] | None = None,
                  loader: Loader | None = None, idle_ttl: float | None = None,
                  memory_budget: int | None = None, defaults: LoadDefaults = _SERVER_DEFAULTS,
-                 free_memory: Callable[[], int | None] = available_memory) -> None:
-        if not models and catalog is None:
+                 free_memory: Callable[[], int | None] = available_memory,
+                 upstreams: Upstreams | None = None) -> None:
+        if not models and catalog is None and upstreams is None:
             raise ValueError("a server needs at least one model")
         self._models = list(models)
+        self.upstreams = upstreams  # models upstream servers serve (models/upstream.py)
         # The model a request without `model` gets: the one the server started with,
         # loaded again on demand after an unload.
         self._default_spec = models[0].spec if models else None
@@ -107,17 +113,23 @@ class ServedModels:
         # They resolve like a spec's own aliases (tags included) without changing it.
         self._copies: dict[str, str] = {}
         self._reaper: asyncio.Task[None] | None = None
-        self._wake_reaper = asyncio.Event()  # an expiry may have changed
 
     def __iter__(self):
-        return iter(list(self._models))
+        return iter(list(self._models) + self._remote())
+
+    def _remote(self) -> list[ServedModel]:
+        """The upstream models, but for those a local model's id hides."""
+        if self.upstreams is None:
+            return []
+        local = {m.spec.id for m in self._models}
+        return [m for m in self.upstreams.served() if m.spec.id not in local]
 
     @property
     def default(self) -> ServedModel | None:
         """The default model while it is loaded (a server started without one: the
         first loaded model)."""
         if self._default_spec is None:
-            return self._models[0] if self._models else None
+            return next(iter(self), None)
         return next((m for m in self._models if m.spec.id == self._default_spec.id), None)
 
     @property
@@ -132,6 +144,8 @@ class ServedModels:
         if not requested and self.default is not None:
             return self.default, self.default.spec.id
         model = named(self._models, requested, lambda m: self._with_copies(m.spec))
+        if model is None:
+            model = named(self._remote(), requested, lambda m: self._with_copies(m.spec))
         if model is not None and requested:
             return model, requested
         raise ModelNotFound(requested or "")
@@ -141,6 +155,7 @@ class ServedModels:
         specs = [m.spec for m in self._models]
         if self._default_spec is not None and self.default is None:
             specs.append(self._default_spec)
+        specs += [m.spec for m in self._remote()]
         ids = {s.id for s in specs}
         return specs + [s for s in self._catalog() if s.id not in ids]
 
@@ -255,7 +270,7 @@ class ServedModels:
                    ) -> tuple[ServedModel, float | None]:
         """(model, seconds when this call loaded it; None when it was loaded already
         or another request's load was joined)."""
-        for model in self._models:
+        for model in (*self._models, *self._remote()):
             if model.spec.id == spec.id:
                 return model, None
         pending = self._loading.get(spec.id)
@@ -322,67 +337,18 @@ class ServedModels:
                 return True
         return False
 
-    # -- idle TTL and keep_alive ----------------------------------------------------
-
-    def ttl(self, model: ServedModel) -> float | None:
-        """Seconds `model` may stay idle before it is unloaded; None: forever. The last
-        call's keep_alive rules; without one, a model loaded just in time has the idle
-        TTL and the others stay."""
-        if model.keep_alive is not None:
-            return None if math.isinf(model.keep_alive) else model.keep_alive
-        return self.idle_ttl if model.jit else None
-
-    def keep(self, model: ServedModel, seconds: float | None) -> None:
-        """A call asks that `model` stay loaded `seconds` once idle (None: the server's
-        rule), as every Ollama request sets its model's keep_alive."""
-        model.keep_alive = seconds
-        self._wake_reaper.set()
-
-    def release(self, requested: str) -> None:
-        """A call on the model `requested` names has ended: its idle time starts now."""
-        try:
-            model, _ = self.resolve(requested)
-        except ModelNotFound:
-            return  # unloaded meanwhile
-        model.last_used = time.monotonic()
-        self._wake_reaper.set()
-
-    async def expire(self, requested: str) -> None:
-        """Unload the model `requested` names now, or, while calls run on it, as soon as
-        they end (Ollama's keep_alive 0 without a prompt). Not loaded: nothing to do."""
-        try:
-            model, _ = self.resolve(requested)
-        except ModelNotFound:
-            return
-        model.keep_alive = 0.0
-        if model.engine.metrics.idle:
-            await self.unload(model.spec.id)
-        else:
-            self._wake_reaper.set()
+    # -- idle TTL -----------------------------------------------------------------
 
     async def unload_idle(self, now: float | None = None) -> list[str]:
-        """Unload the idle models whose time is up (`ttl`)."""
+        """Unload just-in-time models idle for longer than the TTL."""
+        if self.idle_ttl is None:
+            return []
         now = time.monotonic() if now is None else now
-        stale = [m.spec.id for m in self._models if self._expired(m, now)]
+        stale = [m.spec.id for m in self._models
+                 if m.jit and m.engine.metrics.idle and now - m.last_used > self.idle_ttl]
         for model_id in stale:
             await self.unload(model_id)
         return stale
-
-    def _expired(self, model: ServedModel, now: float) -> bool:
-        ttl = self.ttl(model)
-        return (ttl is not None and model.engine.metrics.idle
-                and (ttl == 0 or now - model.last_used > ttl))
-
-    def _next_check(self, now: float) -> float | None:
-        """Seconds until the reaper must look again: the earliest expiry, or soon when
-        a model's time is up but a call still runs on it; None: nothing expires."""
-        waits = []
-        for model in self._models:
-            ttl = self.ttl(model)
-            if ttl is not None:
-                left = model.last_used + ttl - now
-                waits.append(left if left > 0 else _BUSY_RECHECK)
-        return min(waits, default=None)
 
     def expires_at(self, model: ServedModel) -> float | None:
         """When (wall-clock seconds) the idle TTL will unload `model` if nothing uses it
@@ -393,18 +359,13 @@ class ServedModels:
         return time.time() + max(model.last_used + self.idle_ttl - time.monotonic(), 0.0)
 
     def start_reaper(self) -> None:
-        """Unload models when their time is up: the reaper sleeps until the next expiry
-        and wakes early when a call changes one (keep_alive, a call ending)."""
-        if self._reaper is not None:
+        if self.idle_ttl is None or self._reaper is not None:
             return
 
         async def reap() -> None:
             while True:
-                self._wake_reaper.clear()
+                await asyncio.sleep(min(30.0, max(0.05, self.idle_ttl / 4)))  # type: ignore
                 await self.unload_idle()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake_reaper.wait(),
-                                           self._next_check(time.monotonic()))
 
         self._reaper = asyncio.ensure_future(reap())
 
@@ -416,3 +377,12 @@ class ServedModels:
         for model in list(self._models):
             await model.engine.aclose()
         self._models.clear()
+        if self.upstreams is not None:
+            await self.upstreams.aclose()
+
+    async def start(self) -> None:
+        """The background work of a running server: the reaper, and the upstream
+        replicas' first discovery (waited for) and health checks."""
+        self.start_reaper()
+        if self.upstreams is not None:
+            await self.upstreams.start()

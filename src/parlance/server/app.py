@@ -62,7 +62,7 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        models.start_reaper()
+        await models.start()
         yield
         drain.stop_now()  # normally done by the server's shutdown (server/runner.py)
         if downloads is not None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 
 from parlance.dialects.openai_common import render_error
 from parlance.engines.metrics import EngineMetrics, Histogram
+from parlance.engines.upstream import Replica
 from parlance.models.served import ServedModels
+from parlance.models.upstream import UpstreamModels
 from parlance.server.endpoints import answering
 from parlance.server.handler import ServerSettings
 
@@ -33,6 +38,42 @@ FAMILIES = (
     ("inter_token_latency_seconds", "histogram", "Time between consecutive tokens.",
      "inter_token"),
 )
+
+
+# Per upstream replica: (name, type, help, how to read it off the replica)
+REPLICA_FAMILIES: tuple[tuple[str, str, str, Callable[[Replica], Any]], ...] = (
+    ("upstream_healthy", "gauge", "1 while the replica takes requests (its circuit is "
+     "not open).", lambda r: int(r.healthy)),
+    ("upstream_requests_outstanding", "gauge", "Requests in flight to the replica.",
+     lambda r: r.outstanding),
+    ("upstream_requests_total", "counter", "Requests sent to the replica.",
+     lambda r: r.metrics.requests),
+    ("upstream_failures_total", "counter", "Refused connections, server errors and broken "
+     "streams of the replica.", lambda r: r.metrics.failures),
+    ("upstream_ejections_total", "counter", "Times the replica was taken out of its pools.",
+     lambda r: r.metrics.ejections),
+    ("upstream_affinity_routed_total", "counter", "Requests sent to the replica because it "
+     "held their prompt prefix.", lambda r: r.metrics.affinity_hits),
+    ("upstream_tokens_relayed_total", "counter", "Completion tokens the replica streamed.",
+     lambda r: r.metrics.tokens_relayed),
+    ("upstream_time_to_first_token_seconds", "histogram", "Request sent to the replica to "
+     "its first token.", lambda r: r.metrics.time_to_first_token),
+)
+
+
+def render_replicas(replicas: list[Replica]) -> str:
+    lines: list[str] = []
+    for name, kind, help_text, read in REPLICA_FAMILIES:
+        full = f"parlance_{name}"
+        lines += [f"# HELP {full} {help_text}", f"# TYPE {full} {kind}"]
+        for replica in replicas:
+            label = f'replica="{_escape(replica.label)}"'
+            value = read(replica)
+            if isinstance(value, Histogram):
+                lines += _histogram(full, label, value)
+            else:
+                lines.append(f"{full}{{{label}}} {value}")
+    return "\n".join(lines) + "\n"
 
 
 def render_prometheus(by_model: list[tuple[str, EngineMetrics]]) -> str:
@@ -69,4 +110,7 @@ class MetricsEndpoint:
 
     async def _scrape(self, request: Request) -> Response:
         text = render_prometheus([(m.spec.id, m.engine.metrics) for m in self.models])
+        upstreams = self.models.upstreams
+        if isinstance(upstreams, UpstreamModels):
+            text += render_replicas(upstreams.replicas())
         return Response(text, media_type=CONTENT_TYPE)
