@@ -5,7 +5,8 @@ Loading is single-flight (concurrent requests for a cold model share one load,
 and only the first one is told it caused it), is planned first (`load_plan`: settings
 in range, memory estimated from the GGUF header), stays within the memory budget and
 the machine's free memory by unloading the least recently used idle models first, and
-models loaded just in time are unloaded again after an idle TTL.
+models loaded just in time are unloaded again after an idle TTL, or any model after the
+`keep_alive` the last call on it asked for (Ollama's).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -56,6 +58,7 @@ class Upstreams(Protocol):
     async def start(self) -> None: ...
 
     async def aclose(self) -> None: ...
+_BUSY_RECHECK = 0.1  # seconds between looks at a model whose time is up while it is busy
 _CHOSEN_NOTHING = LoadOptions()
 _SERVER_DEFAULTS = LoadDefaults()
 
@@ -70,6 +73,9 @@ class ServedModel:
     load_seconds: float | None = None
     last_used: float = field(default_factory=time.monotonic)
     options: LoadOptions = field(default_factory=LoadOptions)
+    # Seconds it stays loaded once idle, as the last call asked (Ollama's keep_alive;
+    # inf: forever); None: the server's rule (the idle TTL for models loaded on demand)
+    keep_alive: float | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -113,6 +119,7 @@ class ServedModels:
         # They resolve like a spec's own aliases (tags included) without changing it.
         self._copies: dict[str, str] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self._wake_reaper = asyncio.Event()  # an expiry may have changed
 
     def __iter__(self):
         return iter(list(self._models) + self._remote())
@@ -337,18 +344,67 @@ class ServedModels:
                 return True
         return False
 
-    # -- idle TTL -----------------------------------------------------------------
+    # -- idle TTL and keep_alive ----------------------------------------------------
+
+    def ttl(self, model: ServedModel) -> float | None:
+        """Seconds `model` may stay idle before it is unloaded; None: forever. The last
+        call's keep_alive rules; without one, a model loaded just in time has the idle
+        TTL and the others stay."""
+        if model.keep_alive is not None:
+            return None if math.isinf(model.keep_alive) else model.keep_alive
+        return self.idle_ttl if model.jit else None
+
+    def keep(self, model: ServedModel, seconds: float | None) -> None:
+        """A call asks that `model` stay loaded `seconds` once idle (None: the server's
+        rule), as every Ollama request sets its model's keep_alive."""
+        model.keep_alive = seconds
+        self._wake_reaper.set()
+
+    def release(self, requested: str) -> None:
+        """A call on the model `requested` names has ended: its idle time starts now."""
+        try:
+            model, _ = self.resolve(requested)
+        except ModelNotFound:
+            return  # unloaded meanwhile
+        model.last_used = time.monotonic()
+        self._wake_reaper.set()
+
+    async def expire(self, requested: str) -> None:
+        """Unload the model `requested` names now, or, while calls run on it, as soon as
+        they end (Ollama's keep_alive 0 without a prompt). Not loaded: nothing to do."""
+        try:
+            model, _ = self.resolve(requested)
+        except ModelNotFound:
+            return
+        model.keep_alive = 0.0
+        if model.engine.metrics.idle:
+            await self.unload(model.spec.id)
+        else:
+            self._wake_reaper.set()
 
     async def unload_idle(self, now: float | None = None) -> list[str]:
-        """Unload just-in-time models idle for longer than the TTL."""
-        if self.idle_ttl is None:
-            return []
+        """Unload the idle models whose time is up (`ttl`)."""
         now = time.monotonic() if now is None else now
-        stale = [m.spec.id for m in self._models
-                 if m.jit and m.engine.metrics.idle and now - m.last_used > self.idle_ttl]
+        stale = [m.spec.id for m in self._models if self._expired(m, now)]
         for model_id in stale:
             await self.unload(model_id)
         return stale
+
+    def _expired(self, model: ServedModel, now: float) -> bool:
+        ttl = self.ttl(model)
+        return (ttl is not None and model.engine.metrics.idle
+                and (ttl == 0 or now - model.last_used > ttl))
+
+    def _next_check(self, now: float) -> float | None:
+        """Seconds until the reaper must look again: the earliest expiry, or soon when
+        a model's time is up but a call still runs on it; None: nothing expires."""
+        waits = []
+        for model in self._models:
+            ttl = self.ttl(model)
+            if ttl is not None:
+                left = model.last_used + ttl - now
+                waits.append(left if left > 0 else _BUSY_RECHECK)
+        return min(waits, default=None)
 
     def expires_at(self, model: ServedModel) -> float | None:
         """When (wall-clock seconds) the idle TTL will unload `model` if nothing uses it
@@ -359,13 +415,18 @@ class ServedModels:
         return time.time() + max(model.last_used + self.idle_ttl - time.monotonic(), 0.0)
 
     def start_reaper(self) -> None:
-        if self.idle_ttl is None or self._reaper is not None:
+        """Unload models when their time is up: the reaper sleeps until the next expiry
+        and wakes early when a call changes one (keep_alive, a call ending)."""
+        if self._reaper is not None:
             return
 
         async def reap() -> None:
             while True:
-                await asyncio.sleep(min(30.0, max(0.05, self.idle_ttl / 4)))  # type: ignore
+                self._wake_reaper.clear()
                 await self.unload_idle()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake_reaper.wait(),
+                                           self._next_check(time.monotonic()))
 
         self._reaper = asyncio.ensure_future(reap())
 
