@@ -26,6 +26,8 @@ from pydantic import BaseModel
 from parlance.dialects.anthropic.request import MessagesRequest
 from parlance.dialects.lmstudio.models import DownloadRequest, LoadRequest, UnloadRequest
 from parlance.dialects.lmstudio.request import ChatRequest as LMStudioChatRequest
+from parlance.dialects.ollama.embed import EmbedBody as OllamaEmbedBody
+from parlance.dialects.ollama.embed import EmbeddingsBody as OllamaEmbeddingsBody
 from parlance.dialects.ollama.models import (
     CopyRequest,
     DeleteRequest,
@@ -36,6 +38,7 @@ from parlance.dialects.ollama.request import ChatRequest as OllamaChatRequest
 from parlance.dialects.ollama.request import GenerateRequest as OllamaGenerateRequest
 from parlance.dialects.openai_chat import ChatRequest
 from parlance.dialects.openai_completions import CompletionRequest
+from parlance.dialects.openai_embeddings import EmbeddingsBody
 from parlance.dialects.openai_responses.request import ResponsesRequest
 from parlance.engines.fake import FakeEngine
 from tests.anthropic_contract import stream_events
@@ -147,6 +150,18 @@ OLLAMA_GENERATE_BODIES = (
     {"model": "fake-model"},
 )
 
+EMBEDDINGS_BODIES = (
+    {"model": "fake-model", "input": "Hi there"},
+    {"model": "fake-alias", "input": ["a b", "c"], "encoding_format": "base64",
+     "dimensions": 8, "user": "u"},
+    {"input": [[1, 2, 3], [4]], "encoding_format": "float"},
+)
+OLLAMA_EMBED_BODIES = (
+    {"model": "fake-model", "input": ["a b", "c"], "truncate": False, "dimensions": 4,
+     "keep_alive": "1m", "options": {"num_ctx": 512}},
+    {"model": "fake-model:latest", "input": ""},
+)
+
 ROUTES = (
     PostRoute("/v1/chat/completions", ChatRequest, CHAT_BODIES),
     PostRoute("/v1/completions", CompletionRequest, COMPLETION_BODIES),
@@ -171,6 +186,11 @@ ROUTES = (
               method="DELETE"),
     PostRoute("/api/chat", OllamaChatRequest, OLLAMA_CHAT_BODIES),
     PostRoute("/api/generate", OllamaGenerateRequest, OLLAMA_GENERATE_BODIES),
+    PostRoute("/v1/embeddings", EmbeddingsBody, EMBEDDINGS_BODIES),
+    PostRoute("/api/v0/embeddings", EmbeddingsBody, EMBEDDINGS_BODIES[:1], examples=40),
+    PostRoute("/api/embed", OllamaEmbedBody, OLLAMA_EMBED_BODIES, examples=100),
+    PostRoute("/api/embeddings", OllamaEmbeddingsBody,
+              ({"model": "fake-model", "prompt": "Hi", "keep_alive": "5m"},), examples=60),
     # the un-prefixed aliases share the handlers: fewer examples
     PostRoute("/chat/completions", ChatRequest, CHAT_BODIES, examples=40),
     PostRoute("/completions", CompletionRequest, COMPLETION_BODIES, examples=40),

@@ -13,16 +13,20 @@ from parlance.core.errors import ParlanceError
 from parlance.dialects import anthropic, lmstudio, ollama, openai_common
 from parlance.dialects.anthropic import AnthropicMessages
 from parlance.dialects.base import Dialect, ErrorResponse
+from parlance.dialects.embeddings import EmbeddingDialect
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.ollama import OllamaChat, OllamaGenerate
+from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
 from parlance.dialects.openai_chat import OpenAIChat
 from parlance.dialects.openai_completions import OpenAICompletions
+from parlance.dialects.openai_embeddings import OpenAIEmbeddings
 from parlance.dialects.openai_responses import OpenAIResponses
 from parlance.dialects.openai_responses.compact import ResponsesCompaction
 from parlance.dialects.openai_responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
 from parlance.server.background import BackgroundRuns
+from parlance.server.embeddings import EmbeddingsEndpoint
 from parlance.server.handler import GenerationHandler, ServerSettings
 from parlance.server.info import InfoEndpoints
 from parlance.server.lmstudio_models import LMStudioModels
@@ -49,6 +53,19 @@ def generation(sealer: Sealer, responses: OpenAIResponses, messages: AnthropicMe
         ("/api/chat", OllamaChat()),
         ("/api/generate", OllamaGenerate()),
     )
+
+
+def embeddings() -> tuple[tuple[str, EmbeddingDialect[Any]], ...]:
+    """Which path speaks which embeddings dialect (LM Studio documents its OpenAI-shaped
+    `/api/v0/embeddings`; its v1 API has none)."""
+    return (
+        ("/v1/embeddings", OpenAIEmbeddings()),
+        ("/embeddings", OpenAIEmbeddings()),
+        ("/api/v0/embeddings", OpenAIEmbeddings(lmstudio.render_error)),
+        ("/api/embed", OllamaEmbed()),
+        ("/api/embeddings", OllamaEmbeddings()),
+    )
+
 
 LMSTUDIO_PATHS = ("/api/v1", "/api/v0")  # and what lies under them
 OLLAMA_PREFIX = "/api/"  # (what is not LM Studio's); every other path speaks OpenAI's
@@ -116,6 +133,9 @@ def build_routes(models: ServedModels, settings: ServerSettings,
             socket = SocketEndpoint(handler, store)
             routes.append(WebSocketRoute(path, socket.serve))
             routes.append(WebSocketRoute(path.removeprefix("/v1"), socket.serve))
+    for path, embedder in embeddings():
+        routes.append(Route(path, EmbeddingsEndpoint(embedder, models, settings).handle,
+                            methods=["POST"]))
     # Last: POST to any other path under /v1/responses/ is no endpoint at all.
     routes.append(Route("/v1/responses/{sub_path}", _no_such_endpoint, methods=["POST"]))
     return routes

@@ -17,7 +17,8 @@ are shared: llama.cpp contexts of one model are independent.
 
 Every input must fit one micro-batch: llama.cpp pools a sequence within the
 micro-batch that holds it, and encoder models (BERT) see the whole batch at once.
-So an input may have at most `limit` tokens: the batch size (`--batch-size`), the
+So an input may have at most `limit` tokens: the evaluation batch size (512 unless a
+load sets LM Studio's `eval_batch_size`; llama-server's and Ollama's default too), the
 context size and the model's training context, whichever is smallest.
 """
 
@@ -237,7 +238,8 @@ class EmbeddingWorker:
                 self._wake.wait()
 
     def _fill(self) -> list[_Row]:
-        batch, queue, rows = self._batch, self._queue, []
+        batch, queue = self._batch, self._queue
+        rows: list[_Row] = []
         batch.clear()
         while queue.jobs and len(rows) < MAX_SEQUENCES:
             job = queue.jobs[0]
@@ -285,10 +287,10 @@ class EmbeddingWorker:
         """The vector as the request wants it, in float32 like the model's output."""
         unit = normalize is Normalize.UNIT or self.native_unit
         if not unit:
-            return raw.tolist()  # type: ignore[no-any-return]
+            return raw.tolist()
         norm = float(np.sqrt(np.dot(raw.astype(np.float64), raw.astype(np.float64))))
         scaled = raw / np.float32(norm) if norm > 0 else raw.copy()
-        return scaled.astype(np.float32).tolist()  # type: ignore[no-any-return]
+        return scaled.astype(np.float32).tolist()
 
     def _fail(self, jobs: set[EmbedJob], error: ParlanceError) -> None:
         for job in jobs:

@@ -344,8 +344,9 @@ def _embedding_overflow(tokens: int, limit: int, param: str, *,
                         at_least: bool = False) -> ContextOverflow:
     some = "at least " if at_least else ""
     return ContextOverflow(
-        f"This model embeds at most {limit} tokens per input (its context, or the batch "
-        f"size: --batch-size), but an input has {some}{tokens} tokens.",
+        f"This model embeds at most {limit} tokens per input (the least of its context, "
+        f"its training context and the evaluation batch size), but an input has "
+        f"{some}{tokens} tokens.",
         param=param, code="context_length_exceeded")
 
 
