@@ -39,9 +39,10 @@ class ServeProcess:
 
 
 @contextlib.contextmanager
-def serve(tmp: Path, *args: str) -> Iterator[ServeProcess]:
-    """A server with its data dir in `tmp`; extra `args` go to `parlance serve`."""
-    port = free_port()
+def serve(tmp: Path, *args: str, port: int | None = None) -> Iterator[ServeProcess]:
+    """A server with its data dir in `tmp`; extra `args` go to `parlance serve`. `port`:
+    where it listens (a server started again where it was); a free one by default."""
+    port = port or free_port()
     log = tmp / "server.log"
     command = [sys.executable, "-m", "parlance", "serve", "--port", str(port),
                "--data-dir", str(tmp / "data"), *args]

@@ -4,9 +4,11 @@ can be stopped and started again on the same port; and the gateway in front of t
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -20,12 +22,15 @@ PATIENCE = 120.0
 
 
 class AppServer:
-    """uvicorn in a thread on a loopback port. Its lifespan is off: the app's engines
-    belong to the test."""
+    """uvicorn in a thread on a loopback port. Its lifespan is off unless asked: a
+    replica's engines belong to the test; a gateway's fleet must run on the server's
+    own event loop (its discovery, health checks and connections), so a gateway
+    served here has its lifespan on."""
 
-    def __init__(self, app: Any, port: int = 0) -> None:
+    def __init__(self, app: Any, port: int = 0, *, lifespan: str = "off") -> None:
         self.app = app
         self.port = port
+        self.lifespan = lifespan
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
@@ -40,7 +45,8 @@ class AppServer:
         sock.bind(("127.0.0.1", self.port))
         self.port = sock.getsockname()[1]
         self._sock = sock
-        config = uvicorn.Config(self.app, lifespan="off", log_level="warning", loop="asyncio",
+        config = uvicorn.Config(self.app, lifespan=self.lifespan, log_level="warning",
+                                loop="asyncio",
                                 http="h11", timeout_graceful_shutdown=1)
         server = self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
@@ -77,6 +83,24 @@ def fleet(*urls: str, models: tuple[str, ...] = (), interval: float = 3600.0,
                for i, url in enumerate(urls)]
     return Fleet(configs, FleetSettings(health_interval=interval, startup_wait=30.0,
                                         client=ClientSettings(connect_timeout=5.0)))
+
+
+@contextlib.contextmanager
+def serving_gateway(*urls: str, interval: float = 0.5) -> Iterator[tuple[AppServer, Fleet]]:
+    """A gateway on a real socket (streams are streamed; a client can leave), its fleet
+    checking the replicas every `interval` seconds from the server's own loop."""
+    upstream_fleet = fleet(*urls, interval=interval)
+    app, _ = gateway(upstream_fleet)
+    with AppServer(app, lifespan="on") as server:
+        yield server, upstream_fleet
+
+
+def wait_for(predicate: Any, what: str, patience: float = PATIENCE) -> None:
+    deadline = time.monotonic() + patience
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {patience}s: {what}")
+        time.sleep(0.02)
 
 
 def gateway(upstream_fleet: Fleet, **settings: Any):

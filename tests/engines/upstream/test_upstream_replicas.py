@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 
 import httpx
@@ -20,7 +19,7 @@ from parlance.engines.fake import FakeEngine, Generated
 from tests.conftest import make_app
 from tests.sse import sse_data
 from tests.synthetic_upstream import SyntheticUpstream
-from tests.upstream_replicas import AppServer, fleet, gateway
+from tests.upstream_replicas import AppServer, fleet, gateway, serving_gateway, wait_for
 
 MODEL = "fake-model"
 CHAT = "/v1/chat/completions"
@@ -422,49 +421,32 @@ async def test_previous_response_id_chains_stay_on_one_replica(front, engines):
 # -- the client leaving stops the upstream ----------------------------------------------------
 
 
+async def leave_after_first(base_url: str, marker: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url, timeout=PATIENCE) as client, \
+            client.stream("POST", CHAT, json=chat_body(stream=True)) as response:
+        async for line in response.aiter_lines():
+            if marker in line:
+                return
+
+
 async def test_a_client_that_leaves_closes_the_upstream_stream():
-    with SyntheticUpstream(model=MODEL, tokens=5000, delay=0.01) as upstream:
-        upstream_fleet = fleet(upstream.base_url)
-        app, served = gateway(upstream_fleet)
-        await served.start()
-        try:
-            # the gateway on a real socket, so that leaving is a closed connection
-            with AppServer(app) as server:
-                async with httpx.AsyncClient(base_url=server.base_url, timeout=PATIENCE) as c:
-                    async with c.stream("POST", CHAT, json=chat_body(stream=True)) as response:
-                        async for line in response.aiter_lines():
-                            if '" tok"' in line:
-                                break
-                deadline = time.monotonic() + PATIENCE
-                while not upstream.counters.streams_left_early:
-                    assert time.monotonic() < deadline, "the upstream stream stayed open"
-                    await asyncio.sleep(0.01)
-                written = upstream.counters.chunks_written
-                assert written < 5000
-                await asyncio.sleep(0.2)
-                assert upstream.counters.chunks_written == written  # it stopped
-        finally:
-            await served.aclose()
+    with SyntheticUpstream(model=MODEL, tokens=5000, delay=0.01) as upstream, \
+            serving_gateway(upstream.base_url) as (server, _):
+        # the gateway on a real socket, so that leaving is a closed connection
+        await leave_after_first(server.base_url, '" tok"')
+        wait_for(lambda: upstream.counters.streams_left_early == 1,
+                 "the upstream stream was closed")
+        written = upstream.counters.chunks_written
+        assert written < 5000
+        await asyncio.sleep(0.2)
+        assert upstream.counters.chunks_written == written  # it stopped
 
 
 async def test_a_client_that_leaves_cancels_the_replicas_generation(engines):
     gate = asyncio.Event()  # never set: the replica's generation waits forever
     engines[0].enqueue(TextDelta("Hel"), gate, TextDelta("lo"), Finish(FinishReason.STOP),
                        Usage(1, 2))
-    with AppServer(make_app(engines[0])) as replica:
-        upstream_fleet = fleet(replica.base_url)
-        app, served = gateway(upstream_fleet)
-        await served.start()
-        try:
-            with AppServer(app) as server:
-                async with httpx.AsyncClient(base_url=server.base_url, timeout=PATIENCE) as c:
-                    async with c.stream("POST", CHAT, json=chat_body(stream=True)) as response:
-                        async for line in response.aiter_lines():
-                            if "Hel" in line:
-                                break
-                deadline = time.monotonic() + PATIENCE
-                while not engines[0].generations[-1].cancelled:
-                    assert time.monotonic() < deadline, "the replica kept generating"
-                    await asyncio.sleep(0.01)
-        finally:
-            await served.aclose()
+    with AppServer(make_app(engines[0])) as replica, \
+            serving_gateway(replica.base_url) as (server, _):
+        await leave_after_first(server.base_url, "Hel")
+        wait_for(lambda: engines[0].generations[-1].cancelled, "the replica stopped")
