@@ -14,7 +14,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
 from parlance.config import ServeConfig, env_name, resolve_config
-from parlance.core.errors import InvalidRequest
+from parlance.core.errors import InvalidRequest, Unavailable
 
 console = Console(stderr=True)
 
@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream-health-interval", dest="upstream_health_interval",
                        type=float, help="seconds between health checks (and model "
                        "discovery) of the upstream servers")
+    serve.add_argument("--rpc", action="append", metavar="HOST:PORT",
+                       help="a llama.cpp rpc-server to hold the models' layers (repeatable: "
+                            "they are split by the servers' free memory; to use this machine "
+                            "as well, run an rpc-server here too)")
     for action in serve._actions:
         if action.dest not in ("help",):
             action.help = (action.help or "") + f" [env {env_name(action.dest)}]"
@@ -106,10 +110,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _engine_loader(config: ServeConfig):
     """Loads one model into a fresh llama.cpp engine (blocking; run off the loop), with
-    the settings of a load plan (checked and resolved by `models.load_plan`)."""
+    the settings of a load plan (checked and resolved by `models.load_plan`); its layers
+    on the --rpc servers when given (checked here, before any load)."""
     from parlance.config import default_threads
     from parlance.engines.llamacpp import LlamaCppEngine
     from parlance.engines.llamacpp.model import ContextSettings
+
+    rpc = _rpc_servers(config)
 
     def load(spec, plan, on_progress):
         settings = ContextSettings(
@@ -120,7 +127,8 @@ def _engine_loader(config: ServeConfig):
             kv_unified=plan.kv_unified,
         )
         return LlamaCppEngine.load(spec.locate(), settings, chat_template=spec.chat_template,
-                                   on_progress=on_progress, max_waiting=config.queue_size)
+                                   on_progress=on_progress, max_waiting=config.queue_size,
+                                   rpc=rpc)
 
     return load
 
@@ -141,18 +149,41 @@ _FLAGS = {"context_length": "--ctx-size (or the preset's ctx_size)", "parallel":
           "model": "--model"}
 
 
+def _rpc_servers(config: ServeConfig):
+    """The --rpc servers, each checked (a clear error for one that does not answer)."""
+    if not config.rpc:
+        return None
+    from parlance.engines.llamacpp.rpc import RpcServers
+
+    servers = RpcServers.parse(config.rpc)
+    for device in servers.connect():
+        console.print(f"RPC device {device.name} on {device.endpoint}: "
+                      f"{device.free_bytes / 2**20:.0f} MiB free "
+                      f"of {device.total_bytes / 2**20:.0f} MiB")
+    return servers
+
+
+def _free_memory(config: ServeConfig):
+    """What limits a load besides the budget: this machine's free memory, except with
+    --rpc, where the layers and their KV cache live on the rpc-servers (a server out of
+    memory fails the load there)."""
+    from parlance.models.memory_estimate import available_memory
+
+    return (lambda: None) if config.rpc else available_memory
+
+
 def _load_first(config: ServeConfig, registry: dict, loader):
     """Plan the first load (absurd settings fail here, before anything is allocated),
     then load it with a progress bar."""
     from parlance.models.load_plan import LoadOptions, check_fits, plan_load
-    from parlance.models.memory_estimate import available_memory
     from parlance.models.registry import resolve_spec
 
     spec = resolve_spec(config.model, registry)
     path = spec.locate()
     try:
         plan = plan_load(spec, LoadOptions(), load_defaults(config))
-        check_fits(plan, spec.id, budget=memory_budget(config), available=available_memory())
+        check_fits(plan, spec.id, budget=memory_budget(config),
+                   available=_free_memory(config)())
     except InvalidRequest as exc:
         raise InvalidRequest(f"{exc.message} [{_FLAGS.get(exc.param or '', exc.param)}]",
                              param=exc.param, code=exc.code) from None
@@ -207,7 +238,8 @@ def serve(config: ServeConfig, registry: dict) -> int:
     models = ServedModels(
         _first_model(config, registry, loader), catalog=catalog(registry, models_dir),
         loader=loader, idle_ttl=config.jit_ttl or None, memory_budget=memory_budget(config),
-        defaults=load_defaults(config), upstreams=_upstreams(config))
+        defaults=load_defaults(config), free_memory=_free_memory(config),
+        upstreams=_upstreams(config))
     app = create_app(models, server_settings(config))
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "
@@ -272,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "models":
             return list_models(registry)
         return serve(config, registry)
-    except (InvalidRequest, FileNotFoundError, ValueError) as exc:
+    except (InvalidRequest, Unavailable, FileNotFoundError, ValueError) as exc:
         console.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")
         return 2
 

@@ -96,6 +96,7 @@ class ServeConfig:
     memory_budget_mb: int = 0  # loaded models' estimated memory; 0: no limit
     max_body_mb: int = DEFAULT_MAX_BODY_MB  # larger request bodies are refused (413)
     model_alias: tuple[str, ...] = ()  # PATTERN=MODEL: more names (globs: claude-*) for MODEL
+    rpc: tuple[str, ...] = ()  # HOST:PORT of llama.cpp rpc-servers that hold the layers
     upstream: tuple[str, ...] = ()  # URLs of OpenAI-compatible servers whose models we serve
     upstream_api_key: str = ""  # the key sent to the --upstream servers
     upstream_health_interval: float = 5.0  # seconds between health checks of upstreams

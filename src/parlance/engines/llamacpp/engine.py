@@ -37,6 +37,7 @@ from parlance.engines.llamacpp.model import (
     ProgressCallback,
 )
 from parlance.engines.llamacpp.plan import build_plan, render_chat
+from parlance.engines.llamacpp.rpc import RpcServers
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scheduler import Scheduler
 from parlance.engines.llamacpp.template import ChatTemplate
@@ -55,6 +56,8 @@ class LlamaCppEngine:
         self.slots = model.settings.parallel
         self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting)
         self._preparing = InFlight()
+        if model.rpc is not None:  # a lost RPC server ends the streams, not the process
+            model.rpc.watch(self.scheduler.abandon)
         self._embedding: EmbeddingWorker | None = None  # made on the first embed()
         self._embedding_made = threading.Lock()
 
@@ -71,8 +74,9 @@ class LlamaCppEngine:
         chat_template: str | None = None,
         on_progress: ProgressCallback | None = None,
         max_waiting: int = DEFAULT_MAX_WAITING,
+        rpc: RpcServers | None = None,
     ) -> LlamaCppEngine:
-        model = LlamaModel(path, settings, on_progress)
+        model = LlamaModel(path, settings, on_progress, rpc)
         template = ChatTemplate(
             chat_template or model.chat_template,
             bos_token=model.special_text(model.bos),

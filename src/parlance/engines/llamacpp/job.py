@@ -9,6 +9,7 @@ delivers them on the job's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
@@ -89,6 +90,17 @@ class Job:
                 sampler.free()
         self.done.set()
         self._outbox.put(self, _END)
+
+    def end_now(self, event: Event) -> None:
+        """From any thread: `event`, then the end, straight to the event loop, for a
+        scheduler thread that is stuck for good in llama.cpp (its outbox never flushes
+        again: an RPC server was lost)."""
+        def deliver() -> None:
+            self.receive(event)
+            self.receive(_END)
+
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody listens
+            self.loop.call_soon_threadsafe(deliver)
 
     # -- event loop ---------------------------------------------------------------
 

@@ -13,17 +13,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 import llama_cpp
 import llama_cpp._logger
 import numpy as np
 
-from parlance.core.errors import EngineFailure
+from parlance.core.errors import EngineFailure, Unavailable
 from parlance.engines.llamacpp.logits import LogitsRows
+from parlance.engines.llamacpp.rpc import RpcServers
 
 llama_cpp._logger.logger.setLevel(logging.ERROR)
 
 ProgressCallback = Callable[[float], None]
+T = TypeVar("T")
 TOKEN_SLICE = 1 << 16  # tokens converted to a Python list per step
 MIN_LONGEST_PIECE = 4  # bytes: an unknown character (one UTF-8 character at most)
 SPELLING_VOCABS = (llama_cpp.LLAMA_VOCAB_TYPE_SPM, llama_cpp.LLAMA_VOCAB_TYPE_BPE)
@@ -47,10 +50,12 @@ class LlamaModel:
         path: Path,
         settings: ContextSettings,
         on_progress: ProgressCallback | None = None,
+        rpc: RpcServers | None = None,  # the layers go to these rpc-servers (--rpc)
     ) -> None:
         llama_cpp.llama_backend_init()
         self.path = path
         self.settings = settings
+        self.rpc = rpc
         self.model = self._load_model(path, on_progress)
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
@@ -74,9 +79,14 @@ class LlamaModel:
         # Keep a reference: ctypes callbacks must outlive the C call that uses them.
         self._progress_cb = llama_cpp.llama_progress_callback(report)
         params.progress_callback = self._progress_cb
-        model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        if self.rpc is not None:
+            self.rpc.before_load()
+            self.rpc.offload(params)
+        model = self._remote(llama_cpp.llama_model_load_from_file, str(path).encode(), params)
         if not model:
             raise EngineFailure(f"llama.cpp could not load the model file {path}")
+        if self.rpc is not None:
+            self.rpc.loaded()
         return model
 
     def _new_context(self, settings: ContextSettings) -> llama_cpp.llama_context_p:
@@ -95,10 +105,15 @@ class LlamaModel:
         params.n_threads = settings.n_threads
         params.n_threads_batch = settings.n_threads
         params.no_perf = True
-        ctx = llama_cpp.llama_init_from_model(self.model, params)
+        ctx = self._remote(llama_cpp.llama_init_from_model, self.model, params)
         if not ctx:
             raise EngineFailure("llama.cpp could not create a context for the model")
         return ctx
+
+    def _remote(self, work: Callable[..., T], *args: object) -> T:
+        """A call that allocates or frees on the RPC servers, if any: waited for only
+        until they are lost (llama.cpp would then wait forever)."""
+        return work(*args) if self.rpc is None else self.rpc.run(work, *args)
 
     # -- metadata ---------------------------------------------------------------
 
@@ -211,9 +226,14 @@ class LlamaModel:
         return (pre, suf, mid) if min(pre, suf, mid) >= 0 else None
 
     def close(self) -> None:
-        if self.ctx:
-            llama_cpp.llama_free(self.ctx)
-            self.ctx = llama_cpp.llama_context_p(0)  # a null handle: closing twice is safe
-        if self.model:
-            llama_cpp.llama_model_free(self.model)
-            self.model = llama_cpp.llama_model_p(0)
+        try:
+            if self.ctx:
+                self._remote(llama_cpp.llama_free, self.ctx)
+                self.ctx = llama_cpp.llama_context_p(0)  # a null handle: closing twice is safe
+            if self.model:
+                self._remote(llama_cpp.llama_model_free, self.model)
+                self.model = llama_cpp.llama_model_p(0)
+                if self.rpc is not None:
+                    self.rpc.released()
+        except Unavailable:  # RPC servers lost: llama.cpp would wait for them forever
+            pass  # so their buffers are left as they are

@@ -95,6 +95,7 @@ class Scheduler:
         self._active: list[RunningGroup] = []
         self._wake = threading.Condition()
         self._closing = False
+        self._lost: ParlanceError | None = None  # see abandon()
         self._clear_requests: list[threading.Event] = []
         self._service_seconds = 1.0  # moving average of a group's time in the engine
         self._thread = threading.Thread(target=self._run, name="parlance-scheduler", daemon=True)
@@ -104,6 +105,8 @@ class Scheduler:
 
     def submit(self, job: Job) -> None:
         with self._wake:
+            if self._lost is not None:
+                raise self._lost
             if self._closing:
                 raise EngineFailure("The engine is shutting down.")
             waiting = self._waiting_sequences()
@@ -135,11 +138,33 @@ class Scheduler:
 
     def close(self) -> bool:
         """Cancel everything and stop; True once the thread has ended."""
+        if self._lost is not None:
+            return False  # the thread is stuck for good in llama.cpp
         with self._wake:
             self._closing = True
             self._wake.notify()
         self._thread.join(timeout=30)
         return not self._thread.is_alive()
+
+    def abandon(self, error: ParlanceError) -> None:
+        """From any thread, when the scheduler thread is stuck for good in llama.cpp (an
+        RPC server holding layers was lost: llama.cpp waits for it forever). Every
+        running and waiting job ends now with `error`, as does every later submit; the
+        model is never freed under the stuck decode."""
+        # The stuck thread may hold the lock (a cache clear on the lost server): then
+        # it mutates nothing any more, and the jobs are read without it.
+        locked = self._wake.acquire(timeout=1.0)
+        try:
+            self._lost = error
+            self._closing = True
+            for job in {g.job for g in list(self._active)} | {g.job for g in list(self._waiting)}:
+                if not job.cancelled and not job.done.is_set():
+                    job.end_now(Failed(error))  # before anything the thread may still send
+            if locked:
+                self._wake.notify()
+        finally:
+            if locked:
+                self._wake.release()
 
     def _waiting_sequences(self) -> int:
         """What the wait queue holds, counted in sequences (a group has `n`): a request
