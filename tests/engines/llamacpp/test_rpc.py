@@ -119,6 +119,53 @@ def test_serve_with_an_unreachable_rpc_server_is_a_clear_startup_error(tmp_path)
     assert "Traceback" not in output
 
 
+# ggml's abort, as llama.cpp's RPC client raises it, in a child process: one from
+# ggml-rpc.cpp marks the servers lost and the process lives on; any other still aborts.
+ABORT = """
+import ctypes, sys, threading
+from llama_cpp._ggml import libggml
+from parlance.engines.llamacpp import rpc
+
+servers = rpc.RpcServers.parse(("127.0.0.1:1",))
+told = threading.Event()
+
+class Engine:
+    def on_lost(self, error):
+        print("told:", error.code, flush=True)
+        told.set()
+
+engine = Engine()
+servers.watch(engine.on_lost)
+rpc._install_abort_hook(servers)
+libggml.ggml_abort.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+threading.Thread(target=libggml.ggml_abort, args=(sys.argv[1].encode(), 7, b"boom"),
+                 daemon=True).start()
+told.wait(float(sys.argv[2]))
+servers.check()
+"""
+
+
+def abort_in_child(source_file: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", ABORT, source_file, str(PATIENCE)],
+                          capture_output=True, text=True, timeout=PATIENCE * 2)
+
+
+def test_an_abort_in_the_rpc_client_ends_its_engines_streams_not_the_process():
+    done = abort_in_child("/src/ggml/src/ggml-rpc/ggml-rpc.cpp")
+    assert "told: rpc_server_lost" in done.stdout, done.stderr
+    assert "llama.cpp's RPC client failed (boom)" in done.stderr
+    # servers.check() raises the loss from now on
+    assert "Unavailable: The connection to the RPC servers (127.0.0.1:1) was lost" in done.stderr
+    assert done.returncode == 1  # that exception, not SIGABRT
+
+
+def test_any_other_abort_still_aborts_with_its_message():
+    done = abort_in_child("/src/ggml/src/ggml.c")
+    assert done.returncode == -signal.SIGABRT
+    assert "/src/ggml/src/ggml.c:7: boom" in done.stderr
+    assert "told:" not in done.stdout
+
+
 # -- real rpc-servers ------------------------------------------------------------------------
 
 
