@@ -14,9 +14,13 @@ with the same threads, slots and per-slot context:
   OpenAI embeddings), `-t T -np P -c P*C`, batch and micro-batch at its defaults
   (2048 / 512; Parlance's embedding batch is 512 tokens too).
 
-Both answer L2-normalized vectors; the bench also reports the cosine of the two
-servers' vectors for every text (they should agree to ~1e-4: same model, same pooling,
-another batching), so a fast wrong answer cannot pass.
+Both answer L2-normalized vectors. A fast wrong answer must not pass, so the bench
+also checks each side's batched vectors against a reference: llama-server's vector for
+the text sent alone (on a single text the two servers agree to the bit), for a sample
+of the texts. Parlance's batched vectors agree with it (cosine > 0.999: llama.cpp's
+matmul kernels round differently by batch size); llama-server's own batched vectors
+did not on this build (cosine 0.75-0.86 for most texts, exactly 1 for a few: its
+batched mean pooling of a causal model mixes something up), which is printed too.
 
 Why it is set up this way
 -------------------------
@@ -74,9 +78,10 @@ def parlance_command(port: int, args: argparse.Namespace) -> list[str]:
 
 
 def llama_server_command(port: int, model: Path, args: argparse.Namespace) -> list[str]:
+    slots = args.peer_parallel or args.parallel
     return [str(llama_server_binary()), "-m", str(model), "--port", str(port),
-            "-t", str(args.threads), "-np", str(args.parallel),
-            "-c", str(args.parallel * args.ctx), "--embeddings", "--pooling", "mean",
+            "-t", str(args.threads), "-np", str(slots),
+            "-c", str(slots * args.ctx), "--embeddings", "--pooling", "mean",
             "--no-webui"]
 
 
@@ -103,6 +108,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--ctx", type=int, default=4096, help="context per slot")
+    parser.add_argument("--peer-parallel", type=int, default=None,
+                        help="llama-server's -np (default: the same slots as Parlance)")
+    parser.add_argument("--sample", type=int, default=8,
+                        help="texts checked against llama-server's single-text vectors")
     args = parser.parse_args()
     stop_servers_on_sigterm()
     model = builtin_registry()[DEFAULT_MODEL].locate()
@@ -124,6 +133,9 @@ def main() -> None:
             bases[name] = stack.enter_context(Server(name, command, port)).base
         for name, base in bases.items():  # warm up (Parlance makes its context on first use)
             vectors[name] = embed(client, base, batch)[1]
+        step = max(1, len(batch) // args.sample)
+        sample = list(range(0, len(batch), step))[:args.sample]
+        reference = {i: embed(client, bases["llama-server"], [batch[i]])[1][0] for i in sample}
         for round_ in range(args.rounds):
             order = list(bases) if round_ % 2 == 0 else list(reversed(bases))
             for name in order:
@@ -133,8 +145,6 @@ def main() -> None:
                 print(f"round {round_ + 1} {name:>12}: {spent:6.3f} s  "
                       f"{args.inputs / spent:7.1f} inputs/s", flush=True)
     rates = {name: args.inputs / statistics.median(s) for name, s in seconds.items()}
-    agreement = [cosine(a, b) for a, b in zip(vectors["parlance"], vectors["llama-server"],
-                                              strict=True)]
     print()
     print(f"{'side':>12}  {'inputs/s (median)':>18}")
     for name, rate in rates.items():
@@ -143,8 +153,10 @@ def main() -> None:
     verdict = "PASS" if ratio >= TARGET else "FAIL"
     print(f"\nparlance / llama-server inputs/s: {ratio:.2f}x (target >= {TARGET:.1f}x) "
           f"{verdict}")
-    print(f"cosine(parlance, llama-server) per text: min {min(agreement):.6f}, "
-          f"mean {statistics.fmean(agreement):.6f}")
+    for name in seconds:
+        agreement = [cosine(vectors[name][i], reference[i]) for i in sample]
+        print(f"{name:>12} batched vs single-text reference ({len(sample)} texts): cosine "
+              f"min {min(agreement):.6f}, mean {statistics.fmean(agreement):.6f}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
