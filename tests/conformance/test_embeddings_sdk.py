@@ -264,3 +264,13 @@ async def test_one_text_one_vector_through_every_endpoint():
     vectors.append(lms.json()["data"][0]["embedding"])
     for vector in vectors[1:]:
         assert close(list(vector), list(vectors[0]))
+
+
+async def test_metrics_count_embedded_inputs():
+    engine = FakeEngine()
+    async with http(engine) as c:
+        await c.post("/v1/embeddings", json={"model": "fake-model", "input": ["a", "b", "c"]})
+        text = (await c.get("/metrics")).text
+    assert "# TYPE parlance_embedding_inputs_total counter" in text
+    assert 'parlance_embedding_inputs_total{model="fake-model"} 3' in text
+    assert 'parlance_embedding_requests{model="fake-model"} 0' in text

@@ -200,6 +200,7 @@ class FakeEngine:
                                  "dimensions; it cannot make shorter ones.", param="dimensions")
         token_lists = [self._embedding_tokens(i, request) for i in request.inputs]
         self.embed_requests.append(request)
+        self.metrics.embedding_inputs += len(token_lists)
         vectors = tuple(_mean_vector(tokens, self.embedding_size) for tokens in token_lists)
         if request.normalize is Normalize.UNIT:
             vectors = tuple(unit(v) for v in vectors)
