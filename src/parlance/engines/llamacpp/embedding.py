@@ -52,7 +52,12 @@ MAX_WAITING_INPUTS = 8192  # inputs queued for the embedding thread; more is a 4
 
 def pooling_type(model: LlamaModel) -> int:
     """The pooling the model declares; mean for a model that declares none (causal
-    LLMs). A reranker's "rank" pooling makes scores, not embeddings: refused."""
+    LLMs). A reranker's "rank" pooling makes scores, not embeddings, and an
+    encoder-decoder model's decoder needs the encoder's output: both refused."""
+    if (llama_cpp.llama_model_has_encoder(model.model)
+            and llama_cpp.llama_model_has_decoder(model.model)):
+        raise InvalidRequest("This model is an encoder-decoder (T5-like); it makes no "
+                             "embeddings here.", param="model")
     arch = model.meta("general.architecture") or ""
     declared = model.meta(f"{arch}.pooling_type")
     pooling = int(declared) if declared is not None and declared.isdigit() else None
