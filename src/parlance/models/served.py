@@ -424,9 +424,10 @@ class ServedModels:
             while True:
                 self._wake_reaper.clear()
                 await self.unload_idle()
+                # (not wait_for: on 3.11 it loses a cancel that meets the wake-up)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake_reaper.wait(),
-                                           self._next_check(time.monotonic()))
+                    async with asyncio.timeout(self._next_check(time.monotonic())):
+                        await self._wake_reaper.wait()
 
         self._reaper = asyncio.ensure_future(reap())
 
