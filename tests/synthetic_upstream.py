@@ -47,13 +47,14 @@ def _chunked(frame: bytes) -> bytes:
 class SyntheticUpstream:
     def __init__(self, *, model: str = "synthetic", tokens: int = 16, piece: str = " tok",
                  delay: float = 0.0, status: int = 200, break_after: int | None = None,
-                 port: int = 0, host: str = "127.0.0.1") -> None:
+                 port: int = 0, host: str = "127.0.0.1", vary: int = 1) -> None:
         self.model = model
         self.tokens = tokens
         self.piece = piece
         self.delay = delay
         self.status = status
         self.break_after = break_after
+        self.vary = vary  # distinct pieces cycled (`piece` + a number when more than one)
         self.host = host
         self.port = port
         self.counters = Counters()
@@ -175,7 +176,9 @@ class SyntheticUpstream:
                         "finish_reason": finish}
             return {"index": 0, "text": delta or "", "finish_reason": finish}
 
-        token_frame = _chunked(_sse({**shell, "choices": [choice(self.piece)]}))
+        pieces = [self.piece] if self.vary <= 1 else [f"{self.piece}{i}"
+                                                        for i in range(self.vary)]
+        token_frames = [_chunked(_sse({**shell, "choices": [choice(p)]})) for p in pieces]
         first = ({**shell, "choices": [{"index": 0, "delta": {"role": "assistant",
                                                               "content": ""}}]}
                  if chat else None)
@@ -198,6 +201,7 @@ class SyntheticUpstream:
                     await writer.drain()
                     writer.transport.abort()  # as a killed server's socket
                     return False
+                token_frame = token_frames[written % len(token_frames)]
                 if self.delay:
                     writer.write(token_frame)
                     counters.chunks_written += 1
@@ -227,9 +231,12 @@ def main() -> None:
     parser.add_argument("--model", default="synthetic")
     parser.add_argument("--tokens", type=int, default=1000)
     parser.add_argument("--piece", default=" tok")
+    parser.add_argument("--vary", type=int, default=1,
+                        help="distinct pieces to cycle through (a relay may refuse a stream "
+                             "that repeats one chunk: LiteLLM does)")
     args = parser.parse_args()
     upstream = SyntheticUpstream(model=args.model, tokens=args.tokens, piece=args.piece,
-                                 port=args.port)
+                                 port=args.port, vary=args.vary)
 
     async def run() -> None:
         server = await upstream.serve()
