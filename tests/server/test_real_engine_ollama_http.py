@@ -65,6 +65,19 @@ async def test_num_predict_cuts_with_done_reason_length(sdk):
     assert response.done_reason == "length" and response.eval_count == 12
 
 
+async def test_repeat_last_n_is_the_window_the_penalty_looks_back_over(sdk):
+    asked = {"model": MODEL_ID, "messages": user(LONG_CHAT_PROMPT)}
+    plain = {**GREEDY, "num_predict": 40}
+    penalised = {**plain, "repeat_penalty": 1.5}
+    base = (await sdk.chat(**asked, options=plain)).message.content
+    # (this answer repeats itself within 40 tokens, so a penalty that sees it changes it)
+    blind = await sdk.chat(**asked, options={**penalised, "repeat_last_n": 0})
+    windowed = await sdk.chat(**asked, options={**penalised, "repeat_last_n": 64})
+    whole = await sdk.chat(**asked, options={**penalised, "repeat_last_n": -1})
+    assert blind.message.content == base
+    assert windowed.message.content == whole.message.content != base
+
+
 async def test_generate_context_holds_the_tokens_and_continues_the_conversation(sdk):
     first = await sdk.generate(model=MODEL_ID, prompt=CHAT_PROMPT, options=GREEDY)
     streamed = "".join([p.response async for p in await sdk.generate(
