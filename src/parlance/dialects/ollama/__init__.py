@@ -43,8 +43,8 @@ class OllamaCall(Call):
     context: bool = False  # answer with `context` (generate, not raw)
 
 
-def _common(req: CommonRequest, prompt: PromptInput, *, chat: bool,
-            **fields: Any) -> GenerationRequest:
+def _common(req: CommonRequest, prompt: PromptInput, **fields: Any) -> GenerationRequest:
+    """What both endpoints ask; `think` only matters through the chat template."""
     opts = req.opts
     sampling, chosen = opts.sampling()
     return GenerationRequest(
@@ -57,7 +57,7 @@ def _common(req: CommonRequest, prompt: PromptInput, *, chat: bool,
         stop=tuple(s for s in opts.stop or () if s),
         logprobs=req.top_logprobs if req.logprobs else None,
         response_format=request.response_format(req.format),
-        reasoning=request.reasoning(req.think) if chat else None,
+        reasoning=request.reasoning(req.think) if isinstance(prompt, ChatInput) else None,
         **fields,
     )
 
@@ -118,7 +118,7 @@ class OllamaChat(_Ollama):
         req = parse_body(ChatRequest, body)
         specs = request.tools(req.tools)
         thread = request.messages(req.messages or [])
-        generation = _common(req, ChatInput(thread), chat=True, tools=specs,
+        generation = _common(req, ChatInput(thread), tools=specs,
                              tool_choice=ToolChoice("auto" if specs else "none"))
         return _call(req, generation, load_only=not thread, truncate=req.truncate is not False)
 
@@ -163,6 +163,6 @@ class OllamaGenerate(_Ollama):
         if isinstance(prompt, TextInput) and req.format:
             raise InvalidRequest("format needs the model's chat template; it cannot be "
                                  "combined with raw or suffix.", param="format")
-        generation = _common(req, prompt, chat=isinstance(prompt, ChatInput))
+        generation = _common(req, prompt)
         return _call(req, generation, load_only=not text,
                      context=isinstance(prompt, ChatInput))
