@@ -28,7 +28,7 @@ class EmbedServed:
     """What the endpoint measured while answering."""
 
     model: str  # the id the client asked for (aliases are echoed as sent)
-    load_seconds: float | None  # this call loaded the model, in that long
+    load_seconds: float | None  # this call waited that long for a load (None: loaded)
     total_seconds: float  # from the request's arrival to the answer
 
 

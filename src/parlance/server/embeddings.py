@@ -51,16 +51,14 @@ class EmbeddingsEndpoint:
         return JSONResponse(self.dialect.render(call, served, result))
 
     async def _embed(self, request: Request, call: EmbedCall
-                     ) -> tuple[str, float, Embeddings | None]:
-        """(the id to echo, seconds spent getting the model, the vectors; None when the
-        client left before they were ready)."""
+                     ) -> tuple[str, float | None, Embeddings | None]:
+        """(the id to echo, seconds this call waited for the model to load (None: it was
+        loaded), the vectors; None when the client left before they were ready)."""
         wanted = call.request.model
         options = LoadOptions(context_length=call.context_length)
         if options != LoadOptions():  # load options no load could honour: a 400 now
             self.models.check(wanted, options)
-        started = time.perf_counter()
-        model, name, _ = await self.models.acquire(wanted, None, options)
-        load_seconds = time.perf_counter() - started
+        model, name, load_seconds = await self.models.acquire(wanted, None, options)
         self.models.keep(model, call.keep_alive)  # (None: the server's rule)
         access_record(request).model = name
         try:
