@@ -25,7 +25,7 @@ from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server.access_log import access_record
 from parlance.server.auth import authorize
 from parlance.server.body import read_json
-from parlance.server.handler import ServerSettings, _race_disconnect, error_json
+from parlance.server.handler import ServerSettings, race_disconnect, error_json
 
 NO_INPUTS = Embeddings((), 0)
 
@@ -81,7 +81,7 @@ class EmbeddingsEndpoint:
             except ParlanceError as exc:
                 outcome.append(exc)
 
-        if await _race_disconnect(request, work()):
+        if await race_disconnect(request, work()):
             return None
         result = outcome[0]
         if isinstance(result, ParlanceError):

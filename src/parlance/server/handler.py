@@ -253,7 +253,7 @@ class GenerationHandler:
                 async for event in events:
                     accumulator.feed(event)
 
-        left = await _race_disconnect(request, collect())
+        left = await race_disconnect(request, collect())
         result = accumulator.result
         if left:
             if memory is not None:
@@ -410,7 +410,7 @@ class StopSwitch:
         self._running.discard(work)
 
 
-async def _race_disconnect(request: Request, work: Any) -> bool:
+async def race_disconnect(request: Request, work: Any) -> bool:
     """Run `work`; True if the client disconnected first (work is then cancelled)."""
     left = False
     async with anyio.create_task_group() as group:
