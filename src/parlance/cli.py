@@ -213,7 +213,8 @@ def _first_model(config: ServeConfig, registry: dict, loader) -> list:
 
 def _upstreams(config: ServeConfig):
     """The upstream servers (--upstream, [[upstreams]]) as served models; None without."""
-    entries = [(url, config.upstream_api_key or None, (), 1.0) for url in config.upstream]
+    entries: list[tuple[str, str | None, tuple[str, ...], float]] = [
+        (url, config.upstream_api_key or None, (), 1.0) for url in config.upstream]
     entries += [(e.url, e.api_key, e.models, e.weight) for e in config.upstreams]
     if not entries:
         return None

@@ -25,7 +25,7 @@ from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server.access_log import access_record
 from parlance.server.auth import authorize
 from parlance.server.body import read_json
-from parlance.server.handler import ServerSettings, race_disconnect, error_json
+from parlance.server.handler import ServerSettings, error_json, race_disconnect
 
 NO_INPUTS = Embeddings((), 0)
 
