@@ -47,7 +47,8 @@ def _chunked(frame: bytes) -> bytes:
 class SyntheticUpstream:
     def __init__(self, *, model: str = "synthetic", tokens: int = 16, piece: str = " tok",
                  delay: float = 0.0, status: int = 200, break_after: int | None = None,
-                 port: int = 0, host: str = "127.0.0.1", vary: int = 1) -> None:
+                 port: int = 0, host: str = "127.0.0.1", vary: int = 1,
+                 owned_by: str = "synthetic") -> None:
         self.model = model
         self.tokens = tokens
         self.piece = piece
@@ -55,6 +56,9 @@ class SyntheticUpstream:
         self.status = status
         self.break_after = break_after
         self.vary = vary  # distinct pieces cycled (`piece` + a number when more than one)
+        # what its model list says it is; "vllm" also answers vLLM's /tokenize (a count of
+        # the words in the messages or prompt)
+        self.owned_by = owned_by
         self.host = host
         self.port = port
         self.counters = Counters()
@@ -143,9 +147,16 @@ class SyntheticUpstream:
         """Answer one request; False when the connection is over."""
         if method == "GET" and path in ("/v1/models", "/models"):
             return await self._json(writer, 200, {"object": "list", "data": [
-                {"id": self.model, "object": "model", "owned_by": "synthetic"}]})
+                {"id": self.model, "object": "model", "owned_by": self.owned_by}]})
         if method == "GET" and path == "/health":
             return await self._json(writer, 200, {"status": "ok"})
+        if method == "POST" and path == "/tokenize" and self.owned_by == "vllm":
+            request = json.loads(body or b"{}")
+            self.counters.requests.append(request)
+            texts = [m["content"] for m in request.get("messages", ())] or [request["prompt"]]
+            count = sum(len(t.split()) for t in texts)
+            return await self._json(writer, 200, {"count": count, "max_model_len": 4096,
+                                                  "tokens": list(range(count))})
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
             return await self._json(writer, 404, {"error": {"message": "no such route"}})
         request = json.loads(body or b"{}")

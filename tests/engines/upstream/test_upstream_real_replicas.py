@@ -339,3 +339,31 @@ async def test_llama_server_replicas_stream_fail_over_and_stop_with_the_client()
             with llama_server(victim.port):  # type: ignore[attr-defined]
                 wait_for(lambda: all(r.healthy for r in upstream_fleet.replicas),
                          "the restarted llama-server rejoined")
+
+
+async def test_llama_server_counts_with_its_own_tokenizer():
+    """llama-server's /v1/chat/completions/input_tokens and /tokenize give the count its
+    generation reports (no generation needed to count)."""
+    from parlance.core.messages import Message
+    from parlance.core.request import ChatInput, GenerationRequest, TextInput
+    from parlance.engines.upstream.counting import tokenizer_count
+
+    with llama_server() as proc:
+        upstream_fleet = fleet(url(proc))
+        await upstream_fleet.check()
+        replica = upstream_fleet.replicas[0]
+        try:
+            chat = ChatInput((Message("system", "Be brief."), Message("user", "Hello there")))
+            text = TextInput(text="Once upon a time")
+            async with httpx.AsyncClient(base_url=url(proc), timeout=PATIENCE) as direct:
+                for prompt, path, body in (
+                        (chat, CHAT, {"messages": [{"role": "system", "content": "Be brief."},
+                                                   {"role": "user", "content": "Hello there"}]}),
+                        (text, "/v1/completions", {"prompt": "Once upon a time"})):
+                    usage = (await answer(direct, path, {"model": MODEL, "max_tokens": 1,
+                                                         **body}))["usage"]
+                    request = GenerationRequest(model=MODEL, prompts=(prompt,))
+                    assert await tokenizer_count(replica, MODEL, request, prompt) == \
+                        usage["prompt_tokens"]
+        finally:
+            await upstream_fleet.aclose()

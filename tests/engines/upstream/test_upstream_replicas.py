@@ -170,6 +170,22 @@ async def test_count_tokens_asks_the_upstream(one):
     assert response.json() == {"input_tokens": 4}
 
 
+async def test_vllm_counts_with_its_tokenize_endpoint():
+    with SyntheticUpstream(model=MODEL, owned_by="vllm") as vllm:
+        front = await open_front(vllm.base_url)
+        try:
+            response = await front.client.post("/v1/messages/count_tokens", json={
+                "model": MODEL, "system": "Be brief.",
+                "messages": [{"role": "user", "content": "one two three"}]})
+            assert response.json() == {"input_tokens": 5}
+            assert vllm.counters.requests == [{  # vLLM's TokenizeChatRequest
+                "model": MODEL, "add_generation_prompt": True,
+                "messages": [{"role": "system", "content": "Be brief."},
+                             {"role": "user", "content": "one two three"}]}]
+        finally:
+            await close_front(front)
+
+
 # -- the mapping: tool calls, reasoning, stop strings -------------------------------------
 
 TOOLS = [{"type": "function", "function": {

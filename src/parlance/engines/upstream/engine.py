@@ -46,6 +46,7 @@ from parlance.engines.base import PromptInfo
 from parlance.engines.metrics import EngineMetrics
 from parlance.engines.upstream.affinity import prefix_keys
 from parlance.engines.upstream.chunks import ChoiceMapper, StreamError, UpstreamUsage
+from parlance.engines.upstream.counting import tokenizer_count
 from parlance.engines.upstream.pool import Pool
 from parlance.engines.upstream.refusals import classify, parse_body
 from parlance.engines.upstream.replica import Replica
@@ -139,10 +140,19 @@ class UpstreamEngine:
         return generation
 
     async def count_tokens(self, request: GenerationRequest) -> int:
-        """The prompt tokens the upstream evaluates for the first prompt: from the
-        usage of a one-token generation, which every OpenAI-compatible server reports
-        and which leaves the prompt in that replica's cache for the request to come."""
+        """The prompt tokens the upstream evaluates for the first prompt: by its own
+        tokenizer endpoint where it has one (`counting.py`), else from the usage of a
+        one-token generation, which every OpenAI-compatible server reports and which
+        leaves the prompt in that replica's cache for the request to come."""
         prompt = request.prompts[0]
+        replica = self.pool.choose(prefix_keys(request, prompt))
+        if replica is not None:
+            try:
+                counted = await tokenizer_count(replica, self.model, request, prompt)
+            finally:
+                replica.release()
+            if counted is not None:
+                return counted
         counting = replace(request, n=1, logprobs=None, echo=False, max_tokens=1,
                            clip_to_context=False)
         path, body = request_body(counting, prompt, self.model)
