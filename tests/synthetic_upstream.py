@@ -48,7 +48,7 @@ class SyntheticUpstream:
     def __init__(self, *, model: str = "synthetic", tokens: int = 16, piece: str = " tok",
                  delay: float = 0.0, status: int = 200, break_after: int | None = None,
                  port: int = 0, host: str = "127.0.0.1", vary: int = 1,
-                 owned_by: str = "synthetic") -> None:
+                 owned_by: str = "synthetic", hang: bool = False) -> None:
         self.model = model
         self.tokens = tokens
         self.piece = piece
@@ -59,6 +59,7 @@ class SyntheticUpstream:
         # what its model list says it is; "vllm" also answers vLLM's /tokenize (a count of
         # the words in the messages or prompt)
         self.owned_by = owned_by
+        self.hang = hang  # never answer a generation request (a stuck server)
         self.host = host
         self.port = port
         self.counters = Counters()
@@ -161,6 +162,8 @@ class SyntheticUpstream:
             return await self._json(writer, 404, {"error": {"message": "no such route"}})
         request = json.loads(body or b"{}")
         self.counters.requests.append(request)
+        if self.hang:
+            await asyncio.Event().wait()
         if self.status != 200:
             return await self._json(writer, self.status, {"error": {
                 "message": f"synthetic refusal {self.status}", "type": "server_error"}})

@@ -76,13 +76,14 @@ class AppServer:
 
 
 def fleet(*urls: str, models: tuple[str, ...] = (), interval: float = 3600.0,
-          weights: tuple[float, ...] = ()) -> Fleet:
+          weights: tuple[float, ...] = (), answer_timeout: float = 600.0) -> Fleet:
     """A fleet over these replicas; health checks only when the test asks (`check()`),
     unless it sets an interval."""
     configs = [ReplicaConfig(url, models=models, weight=weights[i] if weights else 1.0)
                for i, url in enumerate(urls)]
+    client = ClientSettings(connect_timeout=5.0, answer_timeout=answer_timeout)
     return Fleet(configs, FleetSettings(health_interval=interval, startup_wait=30.0,
-                                        client=ClientSettings(connect_timeout=5.0)))
+                                        client=client))
 
 
 @contextlib.contextmanager
@@ -108,3 +109,24 @@ def gateway(upstream_fleet: Fleet, **settings: Any):
     models = ServedModels([], upstreams=UpstreamModels(upstream_fleet))
     settings.setdefault("request_timeout", 3600.0)
     return create_app(models, ServerSettings(**settings)), models
+
+
+_replica_servers: dict[int, AppServer] = {}
+
+
+def through_upstream(engine: Any, spec: Any, settings: ServerSettings):
+    """An app that serves `spec` from `engine` one hop away: the engine behind a Parlance
+    replica (one per engine, kept for the session), the app a gateway whose upstream
+    engine streams from it. `PARLANCE_TEST_ENGINE=upstream` runs the real-engine HTTP
+    tests this way (tests/real_engine.make_app), every dialect through the upstream
+    engine."""
+    from parlance.models.served import ServedModel
+
+    server = _replica_servers.get(id(engine))
+    if server is None:
+        replica = ServedModels([ServedModel(spec, engine, int(time.time()))])
+        server = AppServer(create_app(replica, ServerSettings(request_timeout=3600.0))).start()
+        _replica_servers[id(engine)] = server
+    names = tuple(n for n in spec.names() if not any(c in n for c in "*?["))
+    upstream_fleet = Fleet([ReplicaConfig(server.base_url, models=names)])
+    return create_app(ServedModels([], upstreams=UpstreamModels(upstream_fleet)), settings)

@@ -55,8 +55,8 @@ class Front:
         return next(r for r in self.fleet.replicas if r.url == url)
 
 
-async def open_front(*urls: str, models: tuple[str, ...] = ()) -> Front:
-    upstream_fleet = fleet(*urls, models=models)
+async def open_front(*urls: str, models: tuple[str, ...] = (), **settings) -> Front:
+    upstream_fleet = fleet(*urls, models=models, **settings)
     app, served = gateway(upstream_fleet)
     await served.start()
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
@@ -343,6 +343,20 @@ async def test_a_replica_killed_mid_stream_ends_that_stream_and_the_next_go_else
             for _ in range(4):
                 frames = await stream(front.client, CHAT, chat_body())
                 assert content(frames) == "Hello there!", frames
+        finally:
+            await close_front(front)
+
+
+async def test_a_replica_that_never_answers_is_left_behind(engines):
+    with SyntheticUpstream(model=MODEL, hang=True) as stuck, \
+            AppServer(make_app(engines[0])) as healthy:
+        front = await open_front(stuck.base_url, healthy.base_url, answer_timeout=0.5)
+        try:
+            for i in range(4):
+                frames = await stream(front.client, CHAT, chat_body(f"Question {i}"))
+                assert content(frames) == "Hello there!", frames
+            assert stuck.counters.requests  # it was tried, and waited for no longer
+            assert front.replica(stuck.base_url).metrics.failures >= 1
         finally:
             await close_front(front)
 

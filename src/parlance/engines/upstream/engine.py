@@ -241,7 +241,16 @@ class UpstreamEngine:
                 raise self._exhausted(failure, tried)
             tried.append(replica)
             try:
-                response = await _send(replica, sub.path, body)
+                response = await asyncio.wait_for(_send(replica, sub.path, body),
+                                                  replica.answer_timeout)
+            except TimeoutError:
+                replica.release()
+                replica.failed()
+                log.warning("upstream %s did not answer %s within %ss", replica.label,
+                            sub.path, replica.answer_timeout)
+                failure = Unavailable("The upstream replica did not answer in time.",
+                                      code="upstream_timeout")
+                continue
             except httpx2.HTTPError as exc:
                 replica.release()
                 replica.failed(at_once=True)
@@ -503,9 +512,16 @@ class UpstreamGeneration:
                     "The upstream server of this model broke the stream before it finished.",
                     code="upstream_disconnected"))], generated=False)
                 return
-            except BaseException:
+            except asyncio.CancelledError:
                 await _close(opened)
                 raise
+            except Exception as exc:  # a bug here must still end the stream
+                await _close(opened)
+                log.exception("reading an upstream stream failed")
+                self._deliver([Failed(EngineFailure(
+                    f"The upstream stream could not be read: {type(exc).__name__}",
+                    code="upstream_error"))], generated=False)
+                return
             await _close(opened)
             if not mapper.finished and not done:
                 replica.failed(at_once=True)

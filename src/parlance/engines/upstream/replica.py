@@ -42,6 +42,10 @@ class ReplicaConfig:
 class ClientSettings:
     connect_timeout: float = 5.0
     health_timeout: float = 5.0
+    # How long a replica may take to answer a generation request (status and headers).
+    # llama-server answers only once the prompt is evaluated, so this bounds a prefill
+    # too; a replica that takes longer counts as failed (a hung one is left behind).
+    answer_timeout: float = 600.0
     max_connections: int = 1024  # streams at once to one replica
 
 
@@ -135,6 +139,7 @@ class Replica:
                                  max_keepalive_connections=settings.max_connections,
                                  keepalive_expiry=60.0))
         self.health_timeout = settings.health_timeout
+        self.answer_timeout = settings.answer_timeout
         self.models: frozenset[str] = frozenset(config.models)
         self.context_lengths: dict[str, int] = {}  # model → context, where the server says
         self.slots: int | None = None  # sequences it decodes at once, where it says
