@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import socket
 import threading
 import time
@@ -318,9 +319,15 @@ async def cancel_all(generations) -> None:
 
 
 def make_app(engine: LlamaCppEngine, **settings: Any):
+    """An app serving the engine; with PARLANCE_TEST_ENGINE=upstream, the same engine one
+    hop away behind the upstream engine (tests/upstream_replicas.through_upstream)."""
     spec = builtin_registry()[MODEL_ID]
-    models = ServedModels([ServedModel(spec, engine, int(time.time()))])
     settings.setdefault("request_timeout", REQUEST_TIMEOUT)
+    if os.environ.get("PARLANCE_TEST_ENGINE") == "upstream":
+        from tests.upstream_replicas import through_upstream
+
+        return through_upstream(engine, spec, ServerSettings(**settings))
+    models = ServedModels([ServedModel(spec, engine, int(time.time()))])
     return create_app(models, ServerSettings(**settings))
 
 
