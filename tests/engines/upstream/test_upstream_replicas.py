@@ -146,6 +146,24 @@ async def test_every_dialect_streams_and_answers_through_upstream(front, dialect
     assert "Hello" in text and "there!" in text
 
 
+async def test_ollama_chat_and_generate_through_upstream(front):
+    for path, body, text_of in (
+            ("/api/chat", {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]},
+             lambda line: line.get("message", {}).get("content", "")),
+            ("/api/generate", {"model": MODEL, "prompt": "Hi"},
+             lambda line: line.get("response", "")),
+    ):
+        whole = await front.client.post(path, json={**body, "stream": False})
+        assert whole.status_code == 200, whole.text
+        assert text_of(whole.json()) == "Hello there!"
+        streamed = await front.client.post(path, json=body)  # Ollama streams by default
+        lines = [json.loads(line) for line in streamed.text.splitlines() if line]
+        assert "".join(text_of(line) for line in lines) == "Hello there!"
+        assert lines[-1]["done"] is True and lines[-1]["done_reason"] == "stop"
+    tags = (await front.client.get("/api/tags")).json()
+    assert [m["name"] for m in tags["models"]] == [f"{MODEL}:latest"]  # Ollama's name:tag
+
+
 async def test_usage_is_the_replicas_own(one):
     front, _ = one
     frames = await stream(front.client, CHAT, chat_body(stream_options={"include_usage": True}))
