@@ -84,6 +84,7 @@ async def test_chat_non_stream_matches_seed_004_shape(client, fake_engine):
                                                         "refusal": None},
                                 "logprobs": None, "finish_reason": "stop"}]
     assert body["usage"] == {"prompt_tokens": 6, "completion_tokens": 2, "total_tokens": 8,
+                             "prompt_tokens_details": {"cached_tokens": 0},
                              "completion_tokens_details": {"reasoning_tokens": 0}}
 
 

@@ -102,20 +102,27 @@ async def test_stream_shows_the_call_and_its_result_then_the_answer(client, fake
     stream = events(response.text)
     assert [e["type"] for e in stream] == [
         "message_start", "ping",
+        "content_block_start", "content_block_stop",  # mcp_tool_listing, whole
         "content_block_start", "content_block_delta", "content_block_stop",  # mcp_tool_use
         "content_block_start", "content_block_stop",  # mcp_tool_result, whole
         "content_block_start", "content_block_delta", "content_block_stop",  # the answer
         "message_delta", "message_stop"]
-    use = stream[2]["content_block"]
+    listing = stream[2]["content_block"]
+    assert (listing["type"], listing["mcp_server_name"]) == ("mcp_tool_listing", "huggingface")
+    tools = {t["name"]: t for t in listing["tools"]}
+    assert set(tools) == {"model_search", "add", "explode"}
+    assert tools["add"]["input_schema"]["properties"].keys() == {"a", "b"}
+    use = stream[4]["content_block"]
     assert use == {"type": "mcp_tool_use", "id": use["id"], "name": "model_search",
                    "server_name": "huggingface", "input": {}}
-    assert stream[3]["delta"]["type"] == "input_json_delta"
-    assert stream[5]["content_block"] == {
+    assert use["id"].startswith("mcptoolu_")  # Anthropic's spelling of a connector call
+    assert stream[5]["delta"]["type"] == "input_json_delta"
+    assert stream[7]["content_block"] == {
         "type": "mcp_tool_result", "tool_use_id": use["id"], "is_error": False,
         "content": [{"type": "text", "text": SEARCH_TEXT}]}
     blocks = folded(stream)
-    assert blocks[0]["input"] == {"sort": "trendingScore", "limit": 1}
-    assert blocks[2] == {"type": "text", "text": ANSWER}
+    assert blocks[1]["input"] == {"sort": "trendingScore", "limit": 1}
+    assert blocks[3] == {"type": "text", "text": ANSWER}
     assert stream[-2]["delta"]["stop_reason"] == "end_turn"
     assert stream[-2]["usage"]["output_tokens"] == 18
     # the result went back to the model as the tool's answer
@@ -129,14 +136,16 @@ async def test_non_stream_message_has_the_same_blocks(client, fake_engine, mcp):
                                                                    stream=True))).text))
     enqueue_search(fake_engine)
     body = message(await client.post(MESSAGES, json=ask(hub(mcp))))
-    assert [b["type"] for b in body["content"]] == ["mcp_tool_use", "mcp_tool_result", "text"]
-    use, result, answer = body["content"]
+    assert [b["type"] for b in body["content"]] == [
+        "mcp_tool_listing", "mcp_tool_use", "mcp_tool_result", "text"]
+    _, use, result, answer = body["content"]
     assert use["name"] == "model_search" and use["server_name"] == "huggingface"
     assert use["input"] == {"sort": "trendingScore", "limit": 1}
     assert result == {"type": "mcp_tool_result", "tool_use_id": use["id"], "is_error": False,
                       "content": [{"type": "text", "text": SEARCH_TEXT}]}
     assert answer["text"] == ANSWER and body["stop_reason"] == "end_turn"
-    assert body["usage"] == {"input_tokens": 90, "output_tokens": 18}
+    assert body["usage"] == {"input_tokens": 90, "cache_creation_input_tokens": 0,
+                             "cache_read_input_tokens": 0, "output_tokens": 18}
     assert [{k: v for k, v in b.items() if k not in ("id", "tool_use_id")} for b in streamed] \
         == [{k: v for k, v in b.items() if k not in ("id", "tool_use_id")}
             for b in body["content"]]
@@ -149,10 +158,10 @@ async def test_parallel_calls_each_followed_by_its_result(client, fake_engine, m
     stream = events((await client.post(MESSAGES, json=ask(hub(mcp), stream=True))).text)
     blocks = folded(stream)
     assert [(b["type"], b.get("name")) for b in blocks] == [
-        ("mcp_tool_use", "model_search"), ("mcp_tool_result", None),
+        ("mcp_tool_listing", None), ("mcp_tool_use", "model_search"), ("mcp_tool_result", None),
         ("mcp_tool_use", "add"), ("mcp_tool_result", None), ("text", None)]
-    assert blocks[3]["tool_use_id"] == blocks[2]["id"]
-    assert blocks[3]["content"] == [{"type": "text", "text": "5"}]
+    assert blocks[4]["tool_use_id"] == blocks[3]["id"]
+    assert blocks[4]["content"] == [{"type": "text", "text": "5"}]
 
 
 async def test_a_refused_call_is_an_error_result_the_model_hears_about(client, fake_engine,
@@ -161,11 +170,27 @@ async def test_a_refused_call_is_an_error_result_the_model_hears_about(client, f
                         ToolCallEnd(), Finish(FinishReason.TOOL_CALLS), Usage(10, 5))
     fake_engine.enqueue(TextDelta("Sorry."), Finish(FinishReason.STOP), Usage(20, 2))
     body = message(await client.post(MESSAGES, json=ask(hub(mcp))))
-    result = body["content"][1]
+    result = body["content"][2]
     assert result["type"] == "mcp_tool_result" and result["is_error"] is True
     assert "sort" in result["content"][0]["text"]
     told = fake_engine.requests[-1].prompts[0].messages[-1]
     assert told.role == "tool" and "sort" in told.content
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_tool_that_reports_failure_is_an_error_result(client, fake_engine, mcp, stream):
+    """The tool ran and answered with MCP's `isError`: `is_error` on its result, and the
+    model reads that the call failed."""
+    fake_engine.enqueue(Generated('<tool_call>\n{"name": "explode", "arguments": {}}\n'
+                                  '</tool_call>'), Finish(FinishReason.STOP), Usage(10, 5))
+    fake_engine.enqueue(TextDelta("Sorry."), Finish(FinishReason.STOP), Usage(20, 2))
+    response = await client.post(MESSAGES, json=ask(hub(mcp), stream=stream))
+    blocks = folded(events(response.text)) if stream else message(response)["content"]
+    result = blocks[2]
+    assert result["type"] == "mcp_tool_result" and result["is_error"] is True
+    assert "Error executing tool explode" in result["content"][0]["text"]
+    told = fake_engine.requests[-1].prompts[0].messages[-1]
+    assert told.role == "tool" and told.content.startswith("Error: ")
 
 
 async def test_allowed_tools_enabled_and_the_token(client, fake_engine, mcp):
@@ -231,7 +256,7 @@ async def test_the_next_turn_reads_the_calls_back_as_the_model_made_them(client,
     said = fake_engine.requests[-1].prompts[0].messages
     assert [m.role for m in said] == ["user", "assistant", "tool", "assistant", "user"]
     call = said[1].tool_calls[0]
-    assert call.name == "model_search" and call.id == first["content"][0]["id"]
+    assert call.name == "model_search" and call.id == first["content"][1]["id"]
     assert json.loads(call.arguments) == {"sort": "trendingScore", "limit": 1}
     assert said[2].tool_call_id == call.id and said[2].content == SEARCH_TEXT
     assert said[3].content == ANSWER and said[4].content == "Thanks!"

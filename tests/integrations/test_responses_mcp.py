@@ -225,6 +225,31 @@ async def test_unknown_tool_is_a_failed_call_the_model_hears_about(client, fake_
     assert told.role == "tool" and "sort" in told.content
 
 
+async def test_a_tool_that_reports_failure_is_a_failed_call(client, fake_engine, mcp):
+    """The tool ran and answered with MCP's `isError`: the call fails with a
+    `mcp_tool_execution_error` holding the tool's content, stored and read back as such."""
+    fake_engine.enqueue(Generated('<tool_call>\n{"name": "explode", "arguments": {}}\n'
+                                  '</tool_call>'), Finish(FinishReason.STOP), Usage(10, 5))
+    fake_engine.enqueue(TextDelta("It failed."), Finish(FinishReason.STOP), Usage(20, 2))
+    tool = hub(mcp, allowed_tools=["explode"], require_approval="never")
+    body = {**ask(mcp), "tools": [tool]}
+    events = checked((await client.post(RESPONSES, json={**body, "stream": True})).text)
+    names = [n for n, _ in events]
+    assert "response.mcp_call.failed" in names and "response.mcp_call.completed" not in names
+    call = next(e["item"] for n, e in events if n == "response.output_item.done"
+                and e["item"]["type"] == "mcp_call")
+    assert call["status"] == "failed" and call["output"] is None
+    assert call["error"]["type"] == "mcp_tool_execution_error"
+    assert "Error executing tool explode" in call["error"]["content"][0]["text"]
+    told = fake_engine.requests[-1].prompts[0].messages[-1]
+    assert told.role == "tool" and told.content.startswith("Error: ")
+    final = events[-1][1]["response"]
+    stored = checked((await client.get(f"{RESPONSES}/{final['id']}?stream=true")).text)
+    again = next(e["item"] for n, e in stored if n == "response.output_item.done"
+                 and e["item"]["type"] == "mcp_call")
+    assert again["status"] == "failed" and again["error"] == call["error"]
+
+
 async def test_parallel_calls_open_and_close_one_item_at_a_time(client, fake_engine, mcp):
     fake_engine.enqueue(Generated(SEARCH_CALL + "\n" + ADD_CALL), Finish(FinishReason.STOP),
                         Usage(30, 20))

@@ -76,6 +76,8 @@ async def test_multi_turn_retrieve_list_delete(sdk):
                                             previous_response_id=first.id, temperature=0,
                                             max_output_tokens=30)
         assert second.usage.input_tokens > first.usage.input_tokens
+        # the first turn's prompt was still in the engine's cache, and that is reported
+        assert 0 < second.usage.input_tokens_details.cached_tokens < second.usage.input_tokens
         assert (await sdk.responses.retrieve(second.id)).output_text == second.output_text
         items = await sdk.responses.input_items.list(second.id, order="asc")
         assert [i.role for i in items.data] == ["user", "assistant", "user"]

@@ -40,6 +40,7 @@ class ToolCallResult:
     arguments: str = ""
     provider: ToolProvider | None = None
     output: str | None = None  # the tool ran and said this
+    output_is_error: bool = False  # ... and reported failure (MCP's isError)
     refused: ToolRefused | None = None  # the tool was not run, and why
     awaits_approval: bool = False  # held until the client approves it
     approved_by: str | None = None  # ran on this approval of the client's
@@ -123,7 +124,8 @@ class Accumulator:
             case ToolCallArgs(fragment=fragment, index=index, call_index=call_index):
                 result.choice(index).tool_calls[call_index].arguments += fragment
             case ToolResult(output=output, index=index, call_index=call_index):
-                result.choice(index).tool_calls[call_index].output = output
+                call = result.choice(index).tool_calls[call_index]
+                call.output, call.output_is_error = output, event.is_error
             case ToolRefused(index=index, call_index=call_index):
                 result.choice(index).tool_calls[call_index].refused = event
             case ToolsListed():

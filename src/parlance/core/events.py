@@ -95,11 +95,13 @@ class ToolCallEnd:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """A server-side tool call ran; `output` is the tool's raw result text."""
+    """A server-side tool call ran; `output` is the tool's raw result text. `is_error`:
+    the tool itself reported failure (MCP's `isError`); `output` then says why."""
 
     output: str
     index: int = 0
     call_index: int = 0
+    is_error: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,8 @@ class Usage:
 
     `first_token_seconds`: from request admission to the first generated token.
     `decode_seconds`: from the first to the last generated token.
+    `cached_tokens`: of `prompt_tokens`, those not evaluated because an earlier
+    request left them in the engine's cache (prefix reuse).
     """
 
     prompt_tokens: int
@@ -167,6 +171,7 @@ class Usage:
     first_token_seconds: float | None = None
     decode_seconds: float | None = None
     reasoning_tokens: int = 0  # of completion_tokens, those spent inside reasoning
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -152,7 +152,7 @@ def logprob_content(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> li
 class ChatEncoder(ChunkEncoder):
     object_type = "chat.completion.chunk"
     envelope_extra = {"usage": None}  # seed 004: every chunk but the last says usage: null
-    reasoning_usage = True
+    usage_details = True
 
     def __init__(self, call: ChatCall, served: Served) -> None:
         super().__init__(id=call.id, created=call.created, model=served.model,
@@ -253,7 +253,7 @@ class OpenAIChat:
             "id": call.id, "object": "chat.completion", "created": call.created,
             "model": served.model,
             "choices": [_render_choice(c, call.logprobs) for c in completion.ordered_choices()],
-            "usage": usage_object(completion.usage, reasoning=True),
+            "usage": usage_object(completion.usage, details=True),
         }
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:

@@ -70,22 +70,24 @@ def token_spelling(alternative: TopLogprob) -> str:
         return "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
 
 
-def usage_object(usage: Usage | None, *, reasoning: bool = False) -> dict[str, Any]:
-    """Token counts; Chat adds `completion_tokens_details.reasoning_tokens`."""
+def usage_object(usage: Usage | None, *, details: bool = False) -> dict[str, Any]:
+    """Token counts; Chat adds `prompt_tokens_details.cached_tokens` (prompt tokens
+    reused from the engine's cache) and `completion_tokens_details.reasoning_tokens`."""
     usage = usage or Usage(0, 0)
     out: dict[str, Any] = {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
     }
-    if reasoning:
+    if details:
+        out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
         out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
     return out
 
 
-def streamed_usage_object(usage: Usage | None, *, reasoning: bool = False) -> dict[str, Any]:
+def streamed_usage_object(usage: Usage | None, *, details: bool = False) -> dict[str, Any]:
     """The final usage chunk adds time to first token (ms) and throughput (tokens/s)."""
-    out: dict[str, Any] = usage_object(usage, reasoning=reasoning)
+    out: dict[str, Any] = usage_object(usage, details=details)
     ttft = usage.first_token_seconds if usage else None
     rate = usage.throughput_after_first_token if usage else None
     out["time_to_first_token"] = round(ttft * 1000, 3) if ttft is not None else None
@@ -155,7 +157,7 @@ class ChunkEncoder:
 
     object_type = ""
     envelope_extra: dict[str, Any] = {}
-    reasoning_usage = False  # add completion_tokens_details.reasoning_tokens
+    usage_details = False  # add prompt_tokens_details and completion_tokens_details
 
     def __init__(self, *, id: str, created: int, model: str, include_usage: bool) -> None:
         self._envelope = {"id": id, "object": self.object_type, "created": created,
@@ -194,7 +196,7 @@ class ChunkEncoder:
         frames = []
         if self._include_usage:
             frames.append(self.chunk([], usage=streamed_usage_object(
-                self._usage, reasoning=self.reasoning_usage)))
+                self._usage, details=self.usage_details)))
         return [*frames, Frame(DONE)]
 
     def fail(self, error: ParlanceError) -> list[Frame]:

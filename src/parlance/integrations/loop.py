@@ -32,6 +32,7 @@ from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.core.tools import ToolChoice
 from parlance.engines.base import Generation
+from parlance.integrations.mcp_session import ToolOutput
 from parlance.integrations.toolbox import Toolbox
 
 Start = Callable[[GenerationRequest], Awaitable[Generation]]
@@ -45,7 +46,8 @@ def merged(total: Usage | None, more: Usage) -> Usage:
                  total.first_token_seconds if total.first_token_seconds is not None
                  else more.first_token_seconds,
                  (total.decode_seconds or 0.0) + (more.decode_seconds or 0.0),
-                 total.reasoning_tokens + more.reasoning_tokens)
+                 total.reasoning_tokens + more.reasoning_tokens,
+                 total.cached_tokens + more.cached_tokens)
 
 
 class ToolLoop:
@@ -69,7 +71,7 @@ class ToolLoop:
         self._toolbox = toolbox
         self._start = start
         self._cancelled = False
-        self._running: asyncio.Task[str] | None = None
+        self._running: asyncio.Task[ToolOutput] | None = None
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -171,8 +173,8 @@ class ToolLoop:
                 yield replace(outcome, call_index=call_index)
                 outputs.append(outcome.reason)
             else:
-                yield ToolResult(outcome, call_index=call_index)
-                outputs.append(outcome)
+                yield ToolResult(outcome.text, call_index=call_index, is_error=outcome.is_error)
+                outputs.append(f"Error: {outcome.text}" if outcome.is_error else outcome.text)
 
     def _server_side(self, calls: ChoiceResult) -> bool:
         """False when the model called a tool the client runs itself: the client
@@ -191,7 +193,7 @@ class ToolLoop:
                 return replace(event, call_index=event.call_index + offset)
         return event
 
-    async def _run(self, name: str, arguments: str) -> str | ToolRefused:
+    async def _run(self, name: str, arguments: str) -> ToolOutput | ToolRefused:
         checked = self._toolbox.check(name, arguments)
         if isinstance(checked, ToolRefused):
             return checked

@@ -60,6 +60,14 @@ class Endpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool call returned; `is_error`: the tool reported failure (`isError`)."""
+
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class RemoteTool:
     name: str
     description: str
@@ -127,10 +135,10 @@ class McpSession:
         finally:
             self._client = None
 
-    async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> str:
+    async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> ToolOutput:
         """The raw output: the result's content blocks as JSON, as LM Studio reports it
-        (`[{"type":"text","text":"..."}]`). An error result is output too: the model
-        reads what went wrong."""
+        (`[{"type":"text","text":"..."}]`). An error result is output too (the model
+        reads what went wrong), marked `is_error`."""
         client = self._client
         if client is None:
             raise McpFailure("the connection is closed")
@@ -142,7 +150,8 @@ class McpSession:
             raise McpFailure(describe(exc)) from exc
         blocks = [block.model_dump(mode="json", by_alias=True, exclude_none=True)
                   for block in result.content]
-        return json.dumps(blocks, ensure_ascii=False, separators=(",", ":"))
+        return ToolOutput(json.dumps(blocks, ensure_ascii=False, separators=(",", ":")),
+                          bool(result.is_error))
 
     async def aclose(self) -> None:
         self._closing.set()

@@ -17,7 +17,13 @@ from parlance.core.errors import ToolServerUnreachable
 from parlance.core.events import ToolRefused, ToolsListed
 from parlance.core.tools import ToolProvider, ToolServerRef, ToolSpec
 from parlance.integrations.address_guard import check_public_url
-from parlance.integrations.mcp_session import Endpoint, McpFailure, McpSession, RemoteTool
+from parlance.integrations.mcp_session import (
+    Endpoint,
+    McpFailure,
+    McpSession,
+    RemoteTool,
+    ToolOutput,
+)
 from parlance.integrations.settings import IntegrationSettings
 
 
@@ -144,7 +150,7 @@ class Toolbox:
                                f"Invalid arguments for tool {name}: {where}: {problem.message}.")
         return value
 
-    async def run(self, name: str, arguments: dict[str, Any]) -> str:
+    async def run(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """The tool's raw output (an error result is output too: the model reads it);
         `ToolServerUnreachable` when the server fails us."""
         tool = self._tools[name]

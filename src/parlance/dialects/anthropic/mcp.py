@@ -1,7 +1,9 @@
 """Anthropic's MCP connector (`mcp_servers`): per-request MCP servers whose tools the
 server runs itself, in the same tool loop and under the same operator rules as LM
 Studio's `ephemeral_mcp` (`--allow-request-mcp`, the address guard). The response
-shows each call as an `mcp_tool_use` block followed by its `mcp_tool_result`."""
+starts with one `mcp_tool_listing` block per server and shows each call as an
+`mcp_tool_use` block followed by its `mcp_tool_result`. A listing sent back is not used
+in place of asking the server again (the call needs a session to that server anyway)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from parlance.core.events import ToolRefused
+from parlance.core.events import ToolRefused, ToolsListed
 from parlance.core.tools import ToolServerRef
+from parlance.dialects.anthropic.ids import mcp_tool_use_id
 from parlance.dialects.mcp_servers import server_ref
 from parlance.dialects.wire import WireModel
 
@@ -43,19 +46,29 @@ def tool_servers(servers: list[McpServerIn] | None) -> tuple[ToolServerRef, ...]
     return tuple(refs)
 
 
+def listing_block(listed: ToolsListed) -> dict[str, Any]:
+    """The tools one server offered the model in this response (after the request's
+    `allowed_tools` filter): Anthropic's `mcp_tool_listing` block, sent first."""
+    return {"type": "mcp_tool_listing", "mcp_server_name": listed.provider.label,
+            "tools": [{"name": t.name, "description": t.description,
+                       "input_schema": t.parameters} for t in listed.tools]}
+
+
 def use_block(call_id: str, name: str, server: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "mcp_tool_use", "id": call_id, "name": name, "server_name": server,
-            "input": arguments}
+    return {"type": "mcp_tool_use", "id": mcp_tool_use_id(call_id), "name": name,
+            "server_name": server, "input": arguments}
 
 
-def result_block(call_id: str, outcome: str | ToolRefused) -> dict[str, Any]:
-    """The call's result: the tool's content blocks as text blocks, or (`is_error`) why
-    the call did not run."""
+def result_block(call_id: str, outcome: str | ToolRefused,
+                 failed: bool = False) -> dict[str, Any]:
+    """The call's result: the tool's content blocks as text blocks, `is_error` when the
+    tool reported failure (`failed`); or (`is_error`) why the call did not run."""
     if isinstance(outcome, ToolRefused):
         texts, is_error = [outcome.reason], True
     else:
-        texts, is_error = _texts(outcome), False
-    return {"type": "mcp_tool_result", "tool_use_id": call_id, "is_error": is_error,
+        texts, is_error = _texts(outcome), failed
+    return {"type": "mcp_tool_result", "tool_use_id": mcp_tool_use_id(call_id),
+            "is_error": is_error,
             "content": [{"type": "text", "text": text} for text in texts]}
 
 

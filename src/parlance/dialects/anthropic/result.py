@@ -9,8 +9,9 @@ import secrets
 from typing import Any
 
 from parlance.core.accumulate import ChoiceResult, Completion, TextPart, ToolCallResult
-from parlance.core.events import Finish, FinishReason, Usage
+from parlance.core.events import Finish, FinishReason, ToolsListed, Usage
 from parlance.dialects.anthropic import mcp
+from parlance.dialects.anthropic.ids import tool_use_id
 
 _STOP_REASONS = {FinishReason.STOP: "end_turn", FinishReason.LENGTH: "max_tokens",
                  FinishReason.TOOL_CALLS: "tool_use"}
@@ -40,8 +41,21 @@ def stop_fields(finish: Finish | None) -> tuple[str, str | None]:
 
 
 def usage(counts: Usage | None) -> dict[str, Any]:
+    """As on Anthropic, `input_tokens` are the prompt tokens evaluated for this request and
+    `cache_read_input_tokens` those an earlier request left in the engine's cache (prefix
+    reuse); together they are the whole prompt. Parlance keeps every prompt it evaluates
+    without a write premium, so `cache_creation_input_tokens` is always 0."""
     counts = counts or Usage(0, 0)
-    return {"input_tokens": counts.prompt_tokens, "output_tokens": counts.completion_tokens}
+    return {"input_tokens": counts.prompt_tokens - counts.cached_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": counts.cached_tokens,
+            "output_tokens": counts.completion_tokens}
+
+
+def start_usage(prompt_tokens: int) -> dict[str, Any]:
+    """`message_start`'s usage: the whole prompt. How much of it the cache holds is known
+    only once the engine admits the request, so `message_delta` carries the split."""
+    return {"input_tokens": prompt_tokens, "output_tokens": 0}
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:
@@ -57,7 +71,9 @@ def _tool_input(arguments: str) -> dict[str, Any]:
 def content(choice: ChoiceResult) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in choice.parts:
-        if isinstance(part, TextPart) and part.kind == "text" and part.text:
+        if isinstance(part, ToolsListed):
+            blocks.append(mcp.listing_block(part))
+        elif isinstance(part, TextPart) and part.kind == "text" and part.text:
             blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, TextPart) and part.kind == "reasoning" and part.text:
             blocks.append({"type": "thinking", "thinking": part.text,
@@ -67,9 +83,10 @@ def content(choice: ChoiceResult) -> list[dict[str, Any]]:
                                         _tool_input(part.arguments)))
             outcome = part.refused if part.refused is not None else part.output
             if outcome is not None:
-                blocks.append(mcp.result_block(part.call_id, outcome))
+                blocks.append(mcp.result_block(part.call_id, outcome, part.output_is_error))
         elif isinstance(part, ToolCallResult):
-            blocks.append({"type": "tool_use", "id": part.call_id, "name": part.name,
+            blocks.append({"type": "tool_use", "id": tool_use_id(part.call_id),
+                           "name": part.name,
                            "input": _tool_input(part.arguments)})
     return blocks
 

@@ -2,8 +2,12 @@
 `content_block_start` / `_delta` / `_stop` with consecutive indexes (one block open at a
 time), `message_delta` (stop reason, cumulative output tokens), `message_stop`.
 Every event's SSE name equals its `data.type`. A failure is an `event: error` frame.
+`message_delta`'s usage is the final one, cumulative, with the prompt split into
+`input_tokens` and `cache_read_input_tokens` (the split is known only after
+`message_start` has gone out).
 
-A call the server runs itself (an `mcp_servers` tool) is an `mcp_tool_use` block, its
+With `mcp_servers`, each server's `mcp_tool_listing` block comes first, whole. A call
+the server runs itself (an `mcp_servers` tool) is an `mcp_tool_use` block, its
 input streamed as `input_json_delta`, then its `mcp_tool_result` block whole; what the
 model says after the call waits for that result, so the stream shows each call next
 to its result, in the same order as the non-stream Message."""
@@ -23,14 +27,23 @@ from parlance.core.events import (
     ToolCallStart,
     ToolRefused,
     ToolResult,
+    ToolsListed,
     Usage,
 )
 from parlance.dialects.anthropic import mcp
 from parlance.dialects.anthropic.errors import error_frame
-from parlance.dialects.anthropic.result import message_shell, signature, stop_fields, usage
+from parlance.dialects.anthropic.ids import tool_use_id
+from parlance.dialects.anthropic.result import (
+    message_shell,
+    signature,
+    start_usage,
+    stop_fields,
+    usage,
+)
 from parlance.dialects.base import Frame
 
-BlockKind = Literal["text", "thinking", "tool_use", "mcp_tool_use", "mcp_tool_result"]
+BlockKind = Literal["text", "thinking", "tool_use", "mcp_tool_use", "mcp_tool_result",
+                    "mcp_tool_listing"]
 
 
 def event(data: dict[str, Any]) -> Frame:
@@ -56,19 +69,18 @@ class MessageEncoder:
         self._held: list[Event] = []  # events after that call, until its result
 
     def open(self) -> list[Frame]:
-        start_usage = usage(Usage(self._input_tokens, 0))
         message = {**self._shell, "content": [], "stop_reason": None, "stop_sequence": None,
-                   "usage": start_usage}
+                   "usage": start_usage(self._input_tokens)}
         return [event({"type": "message_start", "message": message}), PING]
 
     def feed(self, ev: Event) -> list[Frame]:
         if self._awaiting is not None:
             call_index, call_id = self._awaiting
             if isinstance(ev, ToolResult | ToolRefused) and ev.call_index == call_index:
-                outcome = ev if isinstance(ev, ToolRefused) else ev.output
+                block = (mcp.result_block(call_id, ev) if isinstance(ev, ToolRefused)
+                         else mcp.result_block(call_id, ev.output, ev.is_error))
                 self._awaiting = None
-                frames = [*self._start("mcp_tool_result", mcp.result_block(call_id, outcome)),
-                          *self._stop()]
+                frames = [*self._start("mcp_tool_result", block), *self._stop()]
                 return frames + self._release()
             self._held.append(ev)
             return []
@@ -91,12 +103,16 @@ class MessageEncoder:
                 return self._stop()
             case ToolCallStart(call_id=call_id, name=name, index=0):
                 frames = self._stop()
-                return [*frames, *self._start("tool_use", {"type": "tool_use", "id": call_id,
-                                                           "name": name, "input": {}})]
+                block = {"type": "tool_use", "id": tool_use_id(call_id),
+                         "name": name, "input": {}}
+                return [*frames, *self._start("tool_use", block)]
             case ToolCallArgs(fragment=fragment, index=0) if fragment:
                 return [self._delta({"type": "input_json_delta", "partial_json": fragment})]
             case ToolCallEnd(index=0):
                 return self._stop()
+            case ToolsListed():
+                return [*self._stop(), *self._start("mcp_tool_listing", mcp.listing_block(ev)),
+                        *self._stop()]
             case Finish(index=0):
                 self._finish = ev
                 return self._stop()
@@ -110,11 +126,11 @@ class MessageEncoder:
             frames += self._release()
         frames += self._stop()
         reason, stop_sequence = stop_fields(self._finish)
-        output_tokens = self._usage.completion_tokens if self._usage else 0
+        counts = self._usage or Usage(self._input_tokens, 0)
         return [*frames,
                 event({"type": "message_delta",
                        "delta": {"stop_reason": reason, "stop_sequence": stop_sequence},
-                       "usage": {"output_tokens": output_tokens}}),
+                       "usage": usage(counts)}),
                 event({"type": "message_stop"})]
 
     def fail(self, error: ParlanceError) -> list[Frame]:

@@ -137,7 +137,8 @@ def response_object(call: ResponsesCall, model: str, *, status: str,
 
 def usage_object(usage: Usage) -> dict[str, Any]:
     return {"input_tokens": usage.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens,
+                                     "cache_write_tokens": 0},
             "output_tokens": usage.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
             "total_tokens": usage.total_tokens}

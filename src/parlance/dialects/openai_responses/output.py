@@ -10,6 +10,7 @@ shell or tool-search call is announced whole, once its arguments are complete
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -208,7 +209,8 @@ class OutputBuilder:
         if call.refused is not None:
             out += self.feed(replace(call.refused, call_index=call_index))
         elif call.output is not None:
-            out += self.feed(ToolResult(call.output, call_index=call_index))
+            out += self.feed(ToolResult(call.output, call_index=call_index,
+                                        is_error=call.output_is_error))
         return out
 
     # -- items ----------------------------------------------------------------
@@ -288,9 +290,14 @@ class OutputBuilder:
         self._awaiting = None
         item = self._open
         assert item is not None
-        if isinstance(event, ToolResult):
+        if isinstance(event, ToolResult) and not event.is_error:
             item["output"], item["status"] = event.output, "completed"
             done = "response.mcp_call.completed"
+        elif isinstance(event, ToolResult):  # the tool ran and reported failure (isError)
+            item["error"] = {"type": "mcp_tool_execution_error",
+                             "content": _content_blocks(event.output)}
+            item["status"] = "failed"
+            done = "response.mcp_call.failed"
         else:  # JSON-RPC "invalid params", which MCP also uses for an unknown tool
             item["error"] = {"type": "mcp_protocol_error", "code": -32602,
                              "message": event.reason}
@@ -359,7 +366,18 @@ def _stored_call(item: dict[str, Any]) -> ToolCallResult:
                           awaits_approval=item["type"] == "mcp_approval_request",
                           approved_by=item.get("approval_request_id"))
     error = item.get("error")
-    if error is not None:
+    if isinstance(error, dict) and error.get("type") == "mcp_tool_execution_error":
+        call.output = json.dumps(error.get("content"), ensure_ascii=False, separators=(",", ":"))
+        call.output_is_error = True
+    elif error is not None:
         message = error.get("message", "") if isinstance(error, dict) else str(error)
         call.refused = ToolRefused("invalid_arguments", message)
     return call
+
+
+def _content_blocks(output: str) -> Any:
+    """A tool's output (its MCP content blocks as JSON) as the blocks themselves."""
+    try:
+        return json.loads(output)
+    except ValueError:
+        return [{"type": "text", "text": output}]

@@ -64,6 +64,7 @@ class Job:
         self.items: deque[object] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self.started = False  # set by the scheduler when a group of it is admitted
+        self.cached_tokens = 0  # prompt tokens its groups found in the cache when admitted
         self.done = threading.Event()
         self._cancel = threading.Event()
         self._outbox = outbox

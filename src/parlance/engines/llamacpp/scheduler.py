@@ -233,6 +233,7 @@ class Scheduler:
                 self.metrics.prefix_cache_hits += 1
                 self.metrics.prompt_tokens_cached += claim.reused
             spec.job.started = True
+            spec.job.cached_tokens += claim.reused
             self._active.append(RunningGroup(spec, claim, time.perf_counter(), claim.reused,
                                              prompt_logprobs))
 
@@ -407,6 +408,7 @@ def _usage(job: Job) -> Usage:
         prompt_tokens=sum(len(g.tokens) for g in job.groups),
         completion_tokens=sum(s.generated for s in sequences),
         reasoning_tokens=sum(s.reasoning_tokens for s in sequences),
+        cached_tokens=job.cached_tokens,
         first_token_seconds=(min(firsts) - job.created) if firsts else None,
         decode_seconds=(max(lasts) - min(firsts)) if firsts else None,
     )
