@@ -41,7 +41,21 @@ async def test_text_stream_transcript(client, fake_engine, fixed_ids):
         "message_start", "ping", "content_block_start", "content_block_delta",
         "content_block_delta", "content_block_stop", "message_delta", "message_stop"]
     assert events[0]["message"]["usage"]["input_tokens"] == 1  # the fake counts words
-    assert events[-2]["usage"] == {"output_tokens": 2}
+    assert events[-2]["usage"] == {"input_tokens": 6, "cache_creation_input_tokens": 0,
+                                   "cache_read_input_tokens": 0, "output_tokens": 2}
+
+
+async def test_cached_prompt_tokens_are_cache_reads(client, fake_engine, fixed_ids):
+    """As on Anthropic, the prompt splits into `input_tokens` (evaluated now) and
+    `cache_read_input_tokens` (reused from the cache); the stream's final usage is in
+    `message_delta`, since the split is known only once the engine admits the request."""
+    fake_engine.enqueue(TextDelta("Hi"), Finish(FinishReason.STOP), Usage(6, 1, cached_tokens=4))
+    events = stream_events(await _stream(client, HELLO))
+    assert events[-2]["usage"] == {"input_tokens": 2, "cache_creation_input_tokens": 0,
+                                   "cache_read_input_tokens": 4, "output_tokens": 1}
+    fake_engine.enqueue(TextDelta("Hi"), Finish(FinishReason.STOP), Usage(6, 1, cached_tokens=4))
+    response = await client.post(MESSAGES, json=HELLO)
+    assert response.json()["usage"] == events[-2]["usage"]
 
 
 async def test_thinking_then_text_stream_transcript(client, fake_engine, fixed_ids):
@@ -56,7 +70,8 @@ async def test_thinking_then_text_stream_transcript(client, fake_engine, fixed_i
     starts = [(e["index"], e["content_block"]["type"]) for e in events
               if e["type"] == "content_block_start"]
     assert starts == [(0, "thinking"), (1, "text")]
-    assert fake_engine.requests[-1].reasoning.effort is ReasoningEffort.ON
+    reasoning = fake_engine.requests[-1].reasoning
+    assert (reasoning.effort, reasoning.budget_tokens) == (ReasoningEffort.ON, 1024)
 
 
 async def test_tool_use_stream_transcript(client, fake_engine, fixed_ids):
@@ -68,7 +83,8 @@ async def test_tool_use_stream_transcript(client, fake_engine, fixed_ids):
     events = stream_events(body)
     assert events[-2]["delta"]["stop_reason"] == "tool_use"
     tool = next(e for e in events if e["type"] == "content_block_start" and e["index"] == 1)
-    assert tool["content_block"] == {"type": "tool_use", "id": "call_test",
+    # Anthropic's spelling of the engine's call id
+    assert tool["content_block"] == {"type": "tool_use", "id": "toolu_test",
                                      "name": "get_weather", "input": {}}
     fragments = "".join(e["delta"]["partial_json"] for e in events
                         if e["type"] == "content_block_delta" and e["index"] == 1)
@@ -192,6 +208,18 @@ async def test_request_maps_to_the_neutral_request(client, fake_engine):
     assert (request.sampling.temperature, request.sampling.top_k) == (0.5, 7)
     assert request.sampling_set == {"temperature", "top_k"}
     assert (request.max_tokens, request.stop) == (100, ("END",))
+    assert not request.continue_final  # the conversation ends with the user
+
+
+async def test_a_trailing_assistant_message_is_a_prefill(client, fake_engine):
+    fake_engine.enqueue(TextDelta(" Paris."), Finish(FinishReason.STOP), Usage(9, 2))
+    body = {**HELLO, "messages": [{"role": "user", "content": "Capital of France?"},
+                                  {"role": "assistant", "content": "The capital is"}]}
+    response = await client.post(MESSAGES, json=body)
+    assert response.json()["content"] == [{"type": "text", "text": " Paris."}]
+    request = fake_engine.requests[-1]
+    assert request.continue_final
+    assert request.prompts[0].messages[-1] == Message("assistant", "The capital is")
 
 
 @pytest.mark.parametrize(("choice", "expected"), [

@@ -45,8 +45,12 @@ async def test_create_and_stream_agree_and_count_tokens_matches(sdk):
     assert message.content[0].text and streamed == message.content[0].text
     assert final.stop_reason == message.stop_reason == "end_turn"
     assert final.usage.output_tokens == message.usage.output_tokens > 0
+    # The second request found the first's prompt in the cache: all of it but the token
+    # evaluated again for fresh logits is a cache read, the whole prompt what count_tokens says.
+    assert final.usage.cache_read_input_tokens > 0 and final.usage.input_tokens == 1
     counted = await sdk.messages.count_tokens(model=MODEL_ID, messages=user(CHAT_PROMPT))
-    assert counted.input_tokens == message.usage.input_tokens == final.usage.input_tokens
+    for usage in (message.usage, final.usage):
+        assert usage.input_tokens + usage.cache_read_input_tokens == counted.input_tokens
 
 
 async def test_max_tokens_cut_stop_sequence_and_a_ceiling_beyond_the_context(sdk):
@@ -115,3 +119,18 @@ async def test_thinking_is_a_preference_a_model_that_cannot_reason_answers(sdk, 
                                         messages=user(CHAT_PROMPT))
     assert [block.type for block in message.content] == ["text"]
     assert message.content[0].text == plain.content[0].text
+
+
+async def test_a_trailing_assistant_message_is_continued(sdk):
+    """Anthropic's prefill: the answer goes on from the last assistant message, which
+    it does not repeat. With greedy sampling, prefilling the first words of the model's
+    own answer leaves exactly the rest of that answer."""
+    asked = {"model": MODEL_ID, "max_tokens": 40, "extra_body": GREEDY}
+    whole = (await sdk.messages.create(**asked, messages=user(CHAT_PROMPT))).content[0].text
+    cut = whole.index(" ", whole.index(" ") + 1)  # after the first two words
+    prefill, rest = whole[:cut], whole[cut:]
+    turns = [*user(CHAT_PROMPT), {"role": "assistant", "content": prefill}]
+    answer = await sdk.messages.create(**asked, messages=turns)
+    assert answer.content[0].text == rest
+    async with sdk.messages.stream(**asked, messages=turns) as stream:
+        assert (await stream.get_final_message()).content[0].text == rest

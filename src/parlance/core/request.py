@@ -75,6 +75,9 @@ class GenerationRequest:
     # than refused (Anthropic's clients send 32k whatever the model; Claude Code reads
     # an overflow refusal as "compact the conversation").
     clip_to_context: bool = False
+    # A last assistant message is the start of the answer, which continues it (Anthropic's
+    # prefill; the output does not repeat it) instead of a finished turn.
+    continue_final: bool = False
     stop: tuple[str, ...] = ()
     logprobs: int | None = None  # None: off; k >= 0: sampled token plus top-k alternatives
     echo: bool = False

@@ -139,3 +139,6 @@ class ReasoningRequest:
     # A preference, not a demand (Anthropic's `thinking`, which Claude Code always sends):
     # a model that cannot honour it answers as it can instead of refusing the request.
     best_effort: bool = False
+    # At most this many tokens of reasoning (Anthropic's `budget_tokens`): the engine then
+    # ends the reasoning itself and the answer follows.
+    budget_tokens: int | None = None

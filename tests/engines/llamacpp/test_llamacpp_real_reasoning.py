@@ -5,6 +5,7 @@ and a forced grammar that waits for the reasoning to end."""
 from __future__ import annotations
 
 import contextlib
+import json
 
 import pytest
 
@@ -37,6 +38,36 @@ async def test_output_after_an_opened_think_is_reasoning(llama):
     reasoning = "".join(e.text for e in result.events if isinstance(e, ReasoningDelta))
     assert reasoning and reasoning == result.result.choice(0).reasoning
     assert result.usage.reasoning_tokens == result.usage.completion_tokens == 16
+
+
+async def test_a_reasoning_budget_ends_the_reasoning_and_the_answer_follows(llama):
+    """Anthropic's `thinking.budget_tokens`: after that many reasoning tokens the engine
+    writes the end marker itself; the reasoning is what the model said up to there, and
+    the model goes on with an answer."""
+    question = "Why is the sky blue?"
+    with thinking_template(llama):
+        free = await run(llama, chat_request(question, max_tokens=16))
+        cut = await run(llama, chat_request(
+            question, max_tokens=60,
+            reasoning=ReasoningRequest(ReasoningEffort.ON, budget_tokens=16)))
+    end = llama.model.tokenize("</think>", add_special=False, parse_special=True)
+    assert cut.usage.reasoning_tokens == 16 + len(end)  # the marker ends the reasoning
+    reasoning = cut.result.choice(0).reasoning
+    assert reasoning == free.result.choice(0).reasoning
+    assert cut.text.strip()  # an answer follows
+    assert not any(isinstance(e, ReasoningDelta) for e in cut.events[
+        next(i for i, e in enumerate(cut.events) if isinstance(e, TextDelta)):])
+
+
+async def test_a_reasoning_budget_then_a_forced_grammar(llama):
+    """The grammar that waits for the reasoning to end engages after the forced end."""
+    with thinking_template(llama):
+        result = await run(llama, chat_request(
+            "Describe the sky as JSON.", max_tokens=80,
+            response_format=ResponseFormat("json_object"),
+            reasoning=ReasoningRequest(ReasoningEffort.ON, budget_tokens=8)))
+    assert result.result.choice(0).reasoning
+    assert result.finish == "stop" and isinstance(json.loads(result.text), dict)
 
 
 async def test_reasoning_effort_none_turns_thinking_off(llama):

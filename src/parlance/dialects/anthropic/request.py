@@ -311,12 +311,15 @@ def reasoning(req: MessagesRequest, *, counting: bool) -> ReasoningRequest | Non
     # 400 ends Claude Code's turn), so each is a preference: best effort.
     if thinking is not None and thinking.type == "disabled":
         return ReasoningRequest(ReasoningEffort.NONE, param="thinking", best_effort=True)
+    budget = (thinking.budget_tokens if thinking is not None and thinking.type == "enabled"
+              else None)  # reasoning is cut there, and the answer follows
     effort = req.output_config.effort if req.output_config else None
     if effort is not None:
         return ReasoningRequest(_EFFORTS[effort], param="output_config.effort",
-                                best_effort=True)
+                                best_effort=True, budget_tokens=budget)
     if thinking is not None:
-        return ReasoningRequest(ReasoningEffort.ON, param="thinking", best_effort=True)
+        return ReasoningRequest(ReasoningEffort.ON, param="thinking", best_effort=True,
+                                budget_tokens=budget)
     return None
 
 
@@ -354,6 +357,7 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
         sampling_set=chosen,
         max_tokens=req.max_tokens,
         clip_to_context=True,
+        continue_final=req.messages[-1].role == "assistant",  # a prefilled answer
         stop=tuple(s for s in req.stop_sequences or () if s),
         tools=specs,
         tool_choice=choice,

@@ -245,7 +245,10 @@ class LlamaCppEngine:
         if chat_text is None:
             return None
         return build_plan(request, self.template, chat_text, self.tokenizer,
-                          self.model.n_vocab, self._literal)
+                          self.model.n_vocab, self._literal, self._marker_tokens)
+
+    def _marker_tokens(self, marker: str) -> list[int]:
+        return self.model.tokenize(marker, add_special=False, parse_special=True)
 
     def _literal(self, marker: str) -> str:
         """A syntax marker in a grammar: by token id when it is one special token."""

@@ -32,6 +32,10 @@ class GuidePlan:
     region: llguidance.LLMatcher | None = None
     tokenizer: llguidance.LLTokenizer | None = None
     n_vocab: int = 0
+    # After this many reasoning tokens the engine writes `reasoning_end` (the end marker's
+    # tokens) itself, so the answer follows (Anthropic's `thinking.budget_tokens`).
+    reasoning_budget: int | None = None
+    reasoning_end: tuple[int, ...] = ()
 
     @property
     def needed(self) -> bool:
@@ -68,6 +72,12 @@ class ChoiceGuide:
 
     def allows(self, token: int) -> bool:
         return self._active is None or self._active.allows(token)
+
+    def over_budget(self, reasoning_tokens: int) -> bool:
+        """The choice is still reasoning after its budget of reasoning tokens."""
+        budget = self.plan.reasoning_budget
+        return (budget is not None and reasoning_tokens >= budget
+                and self.parser.mode is Mode.REASONING)
 
     def accept(self, token: int, text: str) -> bool:
         """Follow a sampled token and its text; True once a forced grammar is complete."""

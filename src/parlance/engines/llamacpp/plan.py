@@ -18,7 +18,7 @@ from parlance.engines import grammar
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.llamacpp.tool_prompt import tool_schemas, with_builtin_tools
-from parlance.engines.parsing.syntax import HERMES
+from parlance.engines.parsing.syntax import HERMES, ReasoningMarkers
 
 _EFFORT_LEVELS = {ReasoningEffort.MINIMAL: "low", ReasoningEffort.LOW: "low",
                   ReasoningEffort.MEDIUM: "medium", ReasoningEffort.HIGH: "high",
@@ -28,7 +28,19 @@ _EFFORT_LEVELS = {ReasoningEffort.MINIMAL: "low", ReasoningEffort.LOW: "low",
 def render_chat(template: ChatTemplate, request: GenerationRequest,
                 messages: tuple[Message, ...]) -> str:
     """The prompt text: tools through the template when it renders them, else through
-    the built-in tool prompt; the reasoning switch set as the request asks."""
+    the built-in tool prompt; the reasoning switch set as the request asks. A prefilled
+    answer (`continue_final`) is rendered as llama.cpp's server does it: the turns before
+    it with the generation prompt, then its text, so the model goes on from there
+    whatever the template does with an assistant turn it did not write."""
+    last = messages[-1] if messages else None
+    if (request.continue_final and last is not None and last.role == "assistant"
+            and not last.tool_calls):
+        return _render(template, request, messages[:-1]) + last.content
+    return _render(template, request, messages)
+
+
+def _render(template: ChatTemplate, request: GenerationRequest,
+            messages: tuple[Message, ...]) -> str:
     extra = _reasoning_switch(template, request)
     tools = request.callable_tools
     has_tool_turns = any(m.tool_calls or m.role == "tool" for m in messages)
@@ -70,6 +82,7 @@ def build_plan(
     tokenizer: llguidance.LLTokenizer,
     n_vocab: int,
     literal: Callable[[str], str],
+    marker_tokens: Callable[[str], list[int]] | None = None,
 ) -> GuidePlan | None:
     tools = request.callable_tools
     syntax = (template.tool_syntax if template.supports_tools else HERMES) if tools else None
@@ -103,8 +116,21 @@ def build_plan(
         forced=_compile(forced, tokenizer, fmt.param if fmt and not tools else "tools"),
         region=_compile(region, tokenizer, "tools"),
         tokenizer=tokenizer, n_vocab=n_vocab,
+        **_budget(request, reasoning, marker_tokens),
     )
     return plan if plan.needed else None
+
+
+def _budget(request: GenerationRequest, reasoning: ReasoningMarkers | None,
+            marker_tokens: Callable[[str], list[int]] | None) -> dict[str, Any]:
+    """A reasoning budget, for a model that reasons: what the engine writes when it is
+    spent, the end marker and the blank line thinking templates put before the answer
+    (after the bare marker SmolLM2 with a thinking template ends its turn at once)."""
+    budget = request.reasoning.budget_tokens if request.reasoning else None
+    if budget is None or reasoning is None or marker_tokens is None:
+        return {}
+    end = tuple(marker_tokens(reasoning.close + "\n\n"))
+    return {"reasoning_budget": budget, "reasoning_end": end}
 
 
 def _compile(source: str | None, tokenizer: llguidance.LLTokenizer,

@@ -60,6 +60,11 @@ class SamplerChain:
         logits[ids] = saved
         return token
 
+    def accept(self, token: int) -> None:
+        """A token the engine chose itself (not sampled) joins the chain's history."""
+        if not self._greedy:
+            llama_cpp.llama_sampler_accept(self.ptr, token)
+
     def free(self) -> None:
         if self.ptr:
             llama_cpp.llama_sampler_free(self.ptr)

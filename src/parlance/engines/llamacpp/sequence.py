@@ -104,7 +104,8 @@ class Sequence:
 
     __slots__ = ("job", "index", "slot", "sampler", "max_tokens", "n_past", "pending",
                  "generated", "reasoning_tokens", "first_token_at", "last_token_at",
-                 "finished", "tokens", "_model", "_utf8", "_stops", "_emitter", "_guide")
+                 "finished", "tokens", "_model", "_utf8", "_stops", "_emitter", "_guide",
+                 "_forced")
 
     def __init__(self, model: LlamaModel, job: Job, index: int, slot: int,
                  sampler: SamplerChain, max_tokens: int, n_past: int,
@@ -124,12 +125,19 @@ class Sequence:
         self._stops = StopMatcher[PendingLogprob | None](job.stop)
         self._guide = guide
         self._emitter = Emitter(job, index, guide.parser if guide else None)
+        # Tokens to write instead of sampling: the end of reasoning once its budget is
+        # spent (None until then; it is spent once).
+        self._forced: list[int] | None = None
 
     def sample(self, output: int) -> bool:
         """Sample from batch output row `output`; True while the sequence goes on."""
         model, guide = self._model, self._guide
-        token = self._constrained_sample(output) if guide else self.sampler.sample(
-            model, output)
+        if self._forced:
+            token = self._forced.pop(0)
+            self.sampler.accept(token)
+        else:
+            token = self._constrained_sample(output) if guide else self.sampler.sample(
+                model, output)
         now = time.perf_counter()
         self.first_token_at = self.first_token_at or now
         self.last_token_at = now
@@ -147,6 +155,8 @@ class Sequence:
         if guide is not None:
             if reasoning or guide.parser.mode is Mode.REASONING:
                 self.reasoning_tokens += 1
+            if self._forced is None and guide.over_budget(self.reasoning_tokens):
+                self._forced = list(guide.plan.reasoning_end)
             if guide.parser.ended:  # it repeated a call word for word: nothing more to say
                 return self.finish(FinishReason.STOP)
             if guide.accept(token, text):  # a forced grammar is complete
