@@ -43,6 +43,14 @@ def test_schema_problems_are_found(schema):
     assert grammar.schema_problem(schema)
 
 
+def test_a_value_llguidance_panics_on_is_a_refusal_not_a_crash():
+    # llguidance cuts a bad value to 100 bytes for its message; inside a 4-byte
+    # character that was a Rust panic (a BaseException), which became a 500
+    value = ["a" * 94 + "\U0009c86d" + "bbbb"]
+    for key in ("$ref", "format", "maxProperties"):
+        assert grammar.schema_problem({key: value})
+
+
 def test_keywords_llguidance_does_not_implement_are_not_enforced_nor_refused():
     schema = {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"},
               "additionalProperties": {"type": "string"}}

@@ -76,7 +76,7 @@ def schema_problem(schema: Any) -> str | None:
     if not isinstance(schema, dict):
         return "a JSON Schema must be an object"
     grammar = llguidance.LLMatcher.grammar_from_lark(f"start: {_json_rule(schema)}")
-    problem = llguidance.LLMatcher.validate_grammar(grammar)
+    problem = _validate(grammar)
     if not problem:
         return None
     first = problem.splitlines()[0]
@@ -116,8 +116,20 @@ def _top_level(lark: str, subgrammars: Sequence[dict[str, Any]]) -> str:
 def grammar_problem(grammar: InputGrammar) -> str | None:
     """Why a freeform tool's grammar cannot be enforced, or None when it can."""
     source = _top_level("start: @input", [_subgrammar("input", grammar)])
-    problem = llguidance.LLMatcher.validate_grammar(source)
+    problem = _validate(source)
     return problem.splitlines()[0] if problem else None
+
+
+def _validate(grammar: str) -> str | None:
+    """llguidance's verdict on a grammar. It panics on some client values (it cuts a
+    value to 100 bytes for its message, possibly inside a character); a panic is a
+    refusal of that grammar too, never a 500."""
+    try:
+        return llguidance.LLMatcher.validate_grammar(grammar) or None
+    except BaseException as exc:  # pyo3's PanicException derives from BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        return "a value in it could not be read (the grammar compiler failed on it)"
 
 
 def _check(schema: Any, param: str) -> None:
