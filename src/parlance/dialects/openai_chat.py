@@ -86,12 +86,27 @@ class ChatRequest(SamplingFields):
     response_format: ResponseFormatIn | None = None
     reasoning_effort: EffortIn | None = None
     reasoning: ReasoningIn | None = None
+    # vLLM's and llama-server's prefill: the last (assistant) message is continued
+    # rather than answered; the upstream engine sends it, so Parlance reads it too.
+    continue_final_message: bool = False
+    add_generation_prompt: bool = True
 
     @model_validator(mode="after")
     def _top_logprobs_need_logprobs(self) -> ChatRequest:
         if self.top_logprobs is not None and not self.logprobs:
             raise ValueError("top_logprobs requires logprobs to be true")
         return self
+
+    def continues(self) -> bool:
+        if not self.continue_final_message:
+            return False
+        if self.add_generation_prompt:
+            raise InvalidRequest("continue_final_message needs add_generation_prompt false.",
+                                 param="add_generation_prompt")
+        if self.messages[-1].role != "assistant":
+            raise InvalidRequest("continue_final_message needs the last message to be the "
+                                 "assistant's.", param="continue_final_message")
+        return True
 
     def reasoning_request(self) -> ReasoningRequest | None:
         nested = self.reasoning.effort if self.reasoning else None
@@ -182,7 +197,10 @@ class ChatEncoder(ChunkEncoder):
         return [self.chunk([self._choice(delta.index, {"content": delta.text}, lp)])]
 
     def on_finish(self, finish: Finish) -> list[Frame]:
-        return [self.chunk([self._choice(finish.index, {}, None, finish.reason.value)])]
+        choice = self._choice(finish.index, {}, None, finish.reason.value)
+        if finish.stop_sequence is not None:
+            choice["stop_reason"] = finish.stop_sequence  # vLLM's field: which stop matched
+        return [self.chunk([choice])]
 
     def on_other(self, event: Event) -> list[Frame]:
         match event:
@@ -212,12 +230,15 @@ def _render_choice(choice: ChoiceResult, with_logprobs: bool) -> dict[str, Any]:
         ]
     if choice.reasoning:
         message["reasoning_content"] = choice.reasoning
-    return {
+    out = {
         "index": choice.index,
         "message": message,
         "logprobs": logprobs,
         "finish_reason": (choice.finish_reason.value if choice.finish_reason else "stop"),
     }
+    if choice.stop_sequence is not None:
+        out["stop_reason"] = choice.stop_sequence  # vLLM's field: which stop string matched
+    return out
 
 
 class OpenAIChat:
@@ -241,6 +262,7 @@ class OpenAIChat:
             parallel_tool_calls=req.parallel_tool_calls,
             response_format=openai_tools.response_format(req.response_format),
             reasoning=req.reasoning_request(),
+            continue_final=req.continues(),
         )
         return ChatCall(request, req.stream, new_id("chatcmpl-"), now(),
                         req.include_usage(), req.logprobs)

@@ -114,6 +114,7 @@ class SamplingFields(WireModel):
     presence_penalty: Penalty | None = None
     frequency_penalty: Penalty | None = None
     repeat_penalty: Annotated[float, Field(gt=0.0)] | None = None
+    repeat_last_n: Annotated[int, Field(ge=-1)] | None = None  # llama-server's name
     logit_bias: dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None
     n: Annotated[int, Field(ge=1, le=128)] = 1
 
@@ -133,6 +134,7 @@ class SamplingFields(WireModel):
             min_p=self.min_p or 0.0,
             seed=self.seed,
             repeat_penalty=self.repeat_penalty or 1.0,
+            repeat_last_n=64 if self.repeat_last_n is None else self.repeat_last_n,
             presence_penalty=self.presence_penalty or 0.0,
             frequency_penalty=self.frequency_penalty or 0.0,
             logit_bias=tuple((int(k), v) for k, v in (self.logit_bias or {}).items()),

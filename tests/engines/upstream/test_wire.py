@@ -129,3 +129,16 @@ def test_context_tokens_cannot_be_sent_upstream():
     with pytest.raises(InvalidRequest) as caught:
         request_body(GenerationRequest(model="m", prompts=(prompt,)), prompt, "m")
     assert caught.value.param == "context"
+
+
+def test_a_reasoning_preference_sends_no_effort_a_server_could_refuse():
+    request = chat(reasoning=ReasoningRequest(ReasoningEffort.HIGH, best_effort=True))
+    _, body = request_body(request, CHAT, "m")
+    assert body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert "reasoning_effort" not in body
+
+
+def test_a_prefilled_answer_is_continued_upstream():
+    _, body = request_body(chat(continue_final=True), CHAT, "m")
+    assert (body["continue_final_message"], body["add_generation_prompt"]) == (True, False)
+    assert "continue_final_message" not in request_body(chat(), CHAT, "m")[1]

@@ -460,7 +460,7 @@ class UpstreamGeneration:
         return Usage(prompt, completion,
                      first - self._started if first is not None else None,
                      self._last - first if first is not None else None,
-                     reasoning)
+                     reasoning, cached_tokens=cached)
 
     async def _pump(self, opened: _Opened, mapper: ChoiceMapper) -> None:
         """Read one upstream stream to its end into the generation. A replica that

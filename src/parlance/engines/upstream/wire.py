@@ -137,10 +137,15 @@ def _chat_extras(request: GenerationRequest) -> dict[str, Any]:
     if reasoning is not None:
         effort = reasoning.effort
         # The template switch vLLM, SGLang and llama-server pass to the chat template
-        # (Qwen3's enable_thinking); the effort itself for models that grade it.
+        # (Qwen3's enable_thinking); the effort itself for models that grade it, unless
+        # it is only a preference (a server may refuse an effort its model cannot honour).
         out["chat_template_kwargs"] = {"enable_thinking": effort is not ReasoningEffort.NONE}
-        if effort not in (ReasoningEffort.NONE, ReasoningEffort.ON):
+        if effort not in (ReasoningEffort.NONE, ReasoningEffort.ON) and not reasoning.best_effort:
             out["reasoning_effort"] = effort.value
+    if request.continue_final:
+        # vLLM's and llama-server's prefill: the last assistant message is continued
+        out["continue_final_message"] = True
+        out["add_generation_prompt"] = False
     return out
 
 
