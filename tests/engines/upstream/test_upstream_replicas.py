@@ -144,6 +144,12 @@ async def test_every_dialect_streams_and_answers_through_upstream(front, dialect
                    for f in frames), frames
     text = json.dumps(frames)
     assert "Hello" in text and "there!" in text
+    if dialect == "lmstudio":  # the upstream's prompt processing, start to end
+        types = [f["type"] for f in dicts]
+        assert types[:5] == ["chat.start", "prompt_processing.start",
+                             "prompt_processing.progress", "prompt_processing.progress",
+                             "prompt_processing.end"]
+        assert [f["progress"] for f in dicts[2:4]] == [0.0, 1.0]
 
 
 async def test_ollama_chat_and_generate_through_upstream(front):

@@ -40,7 +40,7 @@ from parlance.core.errors import (
     ParlanceError,
     Unavailable,
 )
-from parlance.core.events import Event, Failed, Usage
+from parlance.core.events import Event, Failed, Progress, Usage
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
 from parlance.engines.base import PromptInfo
 from parlance.engines.metrics import EngineMetrics
@@ -359,6 +359,10 @@ class UpstreamGeneration:
         self._settled = False
         self._pending = len(opened)
         self._usages: list[_Done] = []
+        # The upstream is evaluating the prompt now; it is done when the first token comes.
+        # (No finer progress crosses the API: LM Studio's prompt_processing events.)
+        self._progress_index = opened[0].sub.index
+        self._items.append(Progress(0, 1, self._progress_index))
         freeform = frozenset(t.name for t in request.tools if t.freeform)
         self._tasks = [asyncio.ensure_future(self._pump(o, ChoiceMapper(
             o.sub.index, stops=request.stop, freeform=freeform))) for o in opened]
@@ -427,6 +431,7 @@ class UpstreamGeneration:
             if self._first is None:
                 self._first = now
                 metrics.time_to_first_token.observe(now - self._started)
+                self._items.append(Progress(1, 1, self._progress_index))
             else:
                 metrics.inter_token.observe(now - self._last)
             self._last = now
