@@ -58,6 +58,8 @@ class Upstreams(Protocol):
     async def start(self) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
 _BUSY_RECHECK = 0.1  # seconds between looks at a model whose time is up while it is busy
 _CHOSEN_NOTHING = LoadOptions()
 _SERVER_DEFAULTS = LoadDefaults()
@@ -407,12 +409,12 @@ class ServedModels:
         return min(waits, default=None)
 
     def expires_at(self, model: ServedModel) -> float | None:
-        """When (wall-clock seconds) the idle TTL will unload `model` if nothing uses it
-        before; None: never (pinned, or no TTL). A busy model is never unloaded, so its
-        time is at least now."""
-        if not model.jit or self.idle_ttl is None:
+        """When (wall-clock seconds) `model` will be unloaded if nothing uses it before
+        (`ttl`); None: never. A busy model is never unloaded, so its time is at least now."""
+        ttl = self.ttl(model)
+        if ttl is None:
             return None
-        return time.time() + max(model.last_used + self.idle_ttl - time.monotonic(), 0.0)
+        return time.time() + max(model.last_used + ttl - time.monotonic(), 0.0)
 
     def start_reaper(self) -> None:
         """Unload models when their time is up: the reaper sleeps until the next expiry
