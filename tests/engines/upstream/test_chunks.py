@@ -188,3 +188,11 @@ def test_sse_multiline_data_crlf_and_comments():
     out = splitter.feed(b": ping\r\n\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nevent: x\ndata:[DONE]")
     assert out == [b'{"a":\n1}']
     assert splitter.end() == [b"[DONE]"]
+
+
+def test_respelled_tool_names_come_back_as_the_request_has_them():
+    mapper = ChoiceMapper(0, names={"ns_tool_1a2b3c4d": "ns.tool"})
+    events = mapper.feed({"choices": [{"delta": {"tool_calls": [
+        {"index": 0, "id": "c1", "function": {"name": "ns_tool_1a2b3c4d", "arguments": "{}"}}]},
+        "finish_reason": "tool_calls"}]})
+    assert events[0] == ToolCallStart("c1", "ns.tool")

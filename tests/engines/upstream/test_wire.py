@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from parlance.core.errors import InvalidRequest
@@ -16,7 +18,7 @@ from parlance.core.tools import (
     ToolChoice,
     ToolSpec,
 )
-from parlance.engines.upstream.wire import request_body, sub_requests
+from parlance.engines.upstream.wire import request_body, safe_name, sub_requests, tool_names
 
 CHAT = ChatInput((Message("developer", "Be brief."), Message("user", "Hi")))
 
@@ -142,3 +144,21 @@ def test_a_prefilled_answer_is_continued_upstream():
     _, body = request_body(chat(continue_final=True), CHAT, "m")
     assert (body["continue_final_message"], body["add_generation_prompt"]) == (True, False)
     assert "continue_final_message" not in request_body(chat(), CHAT, "m")[1]
+
+
+def test_tool_names_outside_openais_pattern_are_respelled_and_mapped_back():
+    tools = (ToolSpec("multi_agent_v1.spawn_agent"), ToolSpec("plain_name"))
+    history = ChatInput((Message("user", "Go"), Message("assistant", "", tool_calls=(
+        ToolCall("c1", "multi_agent_v1.spawn_agent", "{}"),))))
+    request = GenerationRequest(model="m", prompts=(history,), tools=tools,
+                                tool_choice=ToolChoice("named", "multi_agent_v1.spawn_agent"))
+    _, body = request_body(request, history, "m")
+    sent = body["tools"][0]["function"]["name"]
+    assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", sent) and sent.startswith("multi_agent_v1_")
+    assert body["tools"][1]["function"]["name"] == "plain_name"
+    assert body["tool_choice"]["function"]["name"] == sent
+    assert body["messages"][1]["tool_calls"][0]["function"]["name"] == sent
+    assert tool_names(request) == {sent: "multi_agent_v1.spawn_agent",
+                                   "plain_name": "plain_name"}
+    long = "x" * 100
+    assert len(safe_name(long)) <= 64 and safe_name(long) != safe_name("x" * 99 + "y")

@@ -71,10 +71,12 @@ class ChoiceMapper:
     """Events of one upstream choice, numbered `index` downstream."""
 
     def __init__(self, index: int, *, stops: tuple[str, ...] = (),
-                 freeform: frozenset[str] = frozenset()) -> None:
+                 freeform: frozenset[str] = frozenset(),
+                 names: dict[str, str] | None = None) -> None:
         self.index = index
         self._stops = stops
         self._freeform = freeform
+        self._names = names or {}  # tool names as sent upstream → as the request has them
         self._calls: dict[int, _Call] = {}
         self._open: _Call | None = None
         self._next_call = 0
@@ -151,6 +153,7 @@ class ChoiceMapper:
                 self._open = call
             name = function.get("name")
             if not call.started and name and isinstance(name, str):
+                name = self._names.get(name, name)
                 call.name = name
                 call.freeform = name in self._freeform
                 call.started = True

@@ -56,6 +56,7 @@ from parlance.engines.upstream.wire import (
     SubRequest,
     request_body,
     sub_requests,
+    tool_names,
 )
 
 log = logging.getLogger("parlance.upstream")
@@ -364,8 +365,10 @@ class UpstreamGeneration:
         self._progress_index = opened[0].sub.index
         self._items.append(Progress(0, 1, self._progress_index))
         freeform = frozenset(t.name for t in request.tools if t.freeform)
+        names = tool_names(request)
         self._tasks = [asyncio.ensure_future(self._pump(o, ChoiceMapper(
-            o.sub.index, stops=request.stop, freeform=freeform))) for o in opened]
+            o.sub.index, stops=request.stop, freeform=freeform, names=names)))
+            for o in opened]
 
     # -- the Generation seam ------------------------------------------------------
 

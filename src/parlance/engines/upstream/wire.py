@@ -15,7 +15,10 @@ that do not know a field ignore it.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -28,6 +31,7 @@ CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
 FREEFORM_FIELD = "input"  # a freeform tool's raw text, as a function's one argument
+_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _DEFAULTS = SamplingParams()
 _SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
 
@@ -70,7 +74,7 @@ def request_body(request: GenerationRequest, prompt: PromptInput, model: str,
             raise InvalidRequest("Continuing from context tokens is not possible for a model "
                                  "served by upstream servers; send the conversation instead.",
                                  param="context")
-        body["messages"] = [message_json(m) for m in prompt.messages]
+        body["messages"] = [message_json(m, safe_name) for m in prompt.messages]
         body.update(_chat_extras(request))
         return CHAT_PATH, body
     if prompt.token_ids is not None:
@@ -111,10 +115,11 @@ def _sampling(request: GenerationRequest, seed_offset: int) -> dict[str, Any]:
 def _chat_extras(request: GenerationRequest) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if request.tools:
-        out["tools"] = [tool_json(t) for t in request.tools]
+        out["tools"] = [tool_json(t, safe_name(t.name)) for t in request.tools]
         choice = request.tool_choice
         if choice.mode == "named":
-            out["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
+            out["tool_choice"] = {"type": "function",
+                                  "function": {"name": safe_name(choice.name or "")}}
         elif choice.mode != "auto":
             out["tool_choice"] = choice.mode
         if not request.parallel_tool_calls:
@@ -149,7 +154,22 @@ def _chat_extras(request: GenerationRequest) -> dict[str, Any]:
     return out
 
 
-def tool_json(tool: ToolSpec) -> dict[str, Any]:
+def safe_name(name: str) -> str:
+    """A tool name as OpenAI's pattern allows it (`^[a-zA-Z0-9_-]{1,64}$`, which vLLM and
+    Parlance enforce): a Responses namespace's `ns.tool` and the like are respelled, a
+    hash of the original keeping respelled names apart."""
+    if _NAME.fullmatch(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{re.sub(r'[^a-zA-Z0-9_-]', '_', name)[:55]}_{digest}"
+
+
+def tool_names(request: GenerationRequest) -> dict[str, str]:
+    """The request's tool names as the upstream knows them → as the request has them."""
+    return {safe_name(t.name): t.name for t in request.tools}
+
+
+def tool_json(tool: ToolSpec, name: str | None = None) -> dict[str, Any]:
     """A function tool. A freeform tool (raw text input) becomes a function whose one
     string argument is that text; the engine hands the text back as the call's input."""
     if tool.freeform:
@@ -160,9 +180,10 @@ def tool_json(tool: ToolSpec) -> dict[str, Any]:
         parameters: dict[str, Any] = {
             "type": "object", "properties": {FREEFORM_FIELD: {"type": "string"}},
             "required": [FREEFORM_FIELD], "additionalProperties": False}
-        return {"type": "function", "function": {"name": tool.name, "description": description,
+        return {"type": "function", "function": {"name": name or tool.name,
+                                                 "description": description,
                                                  "parameters": parameters}}
-    function: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters}
+    function: dict[str, Any] = {"name": name or tool.name, "parameters": tool.parameters}
     if tool.description:
         function["description"] = tool.description
     if tool.strict:
@@ -170,7 +191,7 @@ def tool_json(tool: ToolSpec) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def message_json(message: Message) -> dict[str, Any]:
+def message_json(message: Message, name_of: Callable[[str], str] = str) -> dict[str, Any]:
     """A chat message. `developer` is sent as `system`, which every server knows;
     earlier reasoning as `reasoning_content`, which templates that show it read."""
     role = "system" if message.role == "developer" else message.role
@@ -180,8 +201,8 @@ def message_json(message: Message) -> dict[str, Any]:
     if message.tool_calls:
         out["tool_calls"] = [
             {"id": call.id, "type": "function",
-             "function": {"name": call.name, "arguments": _call_arguments(call.arguments,
-                                                                           call.freeform)}}
+             "function": {"name": name_of(call.name),
+                          "arguments": _call_arguments(call.arguments, call.freeform)}}
             for call in message.tool_calls]
         if not message.content:
             out["content"] = None
