@@ -27,8 +27,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-import httpx2
-
 from parlance.core.embeddings import EmbeddingRequest, Embeddings, Normalize, unit
 from parlance.core.errors import (
     ContextOverflow,
@@ -47,6 +45,7 @@ from parlance.engines.metrics import EngineMetrics
 from parlance.engines.upstream.affinity import prefix_keys
 from parlance.engines.upstream.chunks import ChoiceMapper, StreamError, UpstreamUsage
 from parlance.engines.upstream.counting import tokenizer_count
+from parlance.engines.upstream.http1 import StreamResponse, UpstreamHTTPError
 from parlance.engines.upstream.pool import Pool
 from parlance.engines.upstream.refusals import classify, parse_body
 from parlance.engines.upstream.replica import Replica
@@ -62,7 +61,6 @@ from parlance.engines.upstream.wire import (
 log = logging.getLogger("parlance.upstream")
 
 MAX_ERROR_BODY = 64 * 1024  # of a refusal's body, read to classify it
-_JSON = {"content-type": "application/json", "accept": "text/event-stream"}
 
 
 @dataclass(slots=True)
@@ -71,7 +69,7 @@ class _Opened:
 
     sub: SubRequest
     replica: Replica
-    response: httpx2.Response
+    response: StreamResponse
     tried: list[Replica]
     body: dict[str, Any]
     started: float  # when the request was first sent (per-replica time to first token)
@@ -162,14 +160,14 @@ class UpstreamEngine:
         mapper = ChoiceMapper(0)
         try:
             splitter = SseSplitter()
-            async for raw in opened.response.aiter_raw():
-                for data in splitter.feed(raw):
-                    if data != b"[DONE]":
-                        with contextlib.suppress(ValueError):
-                            mapper.feed(json.loads(data))
+            raw = await opened.response.aread()
+            for data in splitter.feed(raw) + splitter.end():
+                if data != b"[DONE]":
+                    with contextlib.suppress(ValueError):
+                        mapper.feed(json.loads(data))
         except StreamError as exc:
             raise exc.error from None
-        except httpx2.HTTPError as exc:
+        except UpstreamHTTPError as exc:
             opened.replica.failed(at_once=True)
             raise EngineFailure(f"The upstream replica failed while counting tokens: {exc}",
                                 code="upstream_disconnected") from None
@@ -195,7 +193,7 @@ class UpstreamEngine:
             raise ContextOverflow(exc.message, param=request.param, code=exc.code) from None
         try:
             raw = await opened.response.aread()
-        except httpx2.HTTPError as exc:
+        except UpstreamHTTPError as exc:
             opened.replica.failed(at_once=True)
             raise EngineFailure("The upstream replica failed while embedding: "
                                 f"{type(exc).__name__}", code="upstream_disconnected") from None
@@ -252,7 +250,7 @@ class UpstreamEngine:
                 failure = Unavailable("The upstream replica did not answer in time.",
                                       code="upstream_timeout")
                 continue
-            except httpx2.HTTPError as exc:
+            except UpstreamHTTPError as exc:
                 replica.release()
                 replica.failed(at_once=True)
                 log.warning("upstream %s refused %s: %s", replica.label, sub.path, exc)
@@ -266,8 +264,8 @@ class UpstreamEngine:
                 self.pool.remember(keys, replica)
                 return _Opened(sub, replica, response, tried, body, started)
             try:
-                raw = await _read_capped(response)
-            except httpx2.HTTPError:
+                raw = await response.aread(MAX_ERROR_BODY)
+            except UpstreamHTTPError:
                 raw = b""
             finally:
                 await response.aclose()
@@ -317,20 +315,8 @@ def _prompts(request: GenerationRequest) -> tuple[PromptInfo, ...]:
     return tuple(out)
 
 
-async def _send(replica: Replica, path: str, body: dict[str, Any]) -> httpx2.Response:
-    client = replica.client
-    content = json.dumps(body, ensure_ascii=False).encode()
-    request = client.build_request("POST", path, content=content, headers=_JSON)
-    return await client.send(request, stream=True)
-
-
-async def _read_capped(response: httpx2.Response) -> bytes:
-    out = bytearray()
-    async for part in response.aiter_bytes():
-        out += part
-        if len(out) >= MAX_ERROR_BODY:
-            break
-    return bytes(out)
+async def _send(replica: Replica, path: str, body: dict[str, Any]) -> StreamResponse:
+    return await replica.streams.post(path, json.dumps(body, ensure_ascii=False).encode())
 
 
 async def _close(opened: _Opened) -> None:
@@ -473,37 +459,42 @@ class UpstreamGeneration:
     async def _pump(self, opened: _Opened, mapper: ChoiceMapper) -> None:
         """Read one upstream stream to its end into the generation. A replica that
         breaks the stream before anything came is replaced (`_open` again)."""
-        produced = False
+        produced = done = False
+        splitter = SseSplitter()  # (one per attempt)
+
+        def feed(raw: bytes) -> None:
+            """One read of the body, inside the connection's read callback."""
+            nonlocal produced, done
+            events: list[Any] = []
+            for data in splitter.feed(raw):
+                if data == b"[DONE]":
+                    done = True
+                    continue
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    continue
+                events += mapper.feed(chunk)
+            if events:
+                if not produced:
+                    produced = True
+                    opened.replica.metrics.time_to_first_token.observe(
+                        time.perf_counter() - opened.started)
+                self._deliver(events)
+
         while True:
             replica = opened.replica
             splitter = SseSplitter()
             done = False
             try:
-                async for raw in opened.response.aiter_raw():
-                    events: list[Any] = []
-                    for data in splitter.feed(raw):
-                        if data == b"[DONE]":
-                            done = True
-                            continue
-                        try:
-                            chunk = json.loads(data)
-                        except ValueError:
-                            continue
-                        events += mapper.feed(chunk)
-                    if events:
-                        if not produced:
-                            produced = True
-                            replica.metrics.time_to_first_token.observe(
-                                time.perf_counter() - opened.started)
-                        self._deliver(events)
-                for data in splitter.end():
-                    if data == b"[DONE]":
-                        done = True
+                await opened.response.stream(feed)
+                if b"[DONE]" in splitter.end():
+                    done = True
             except StreamError as exc:
                 await _close(opened)
                 self._deliver([Failed(exc.error)], generated=False)
                 return
-            except httpx2.HTTPError as exc:
+            except UpstreamHTTPError as exc:
                 await _close(opened)
                 replica.failed(at_once=True)
                 log.warning("upstream %s broke a stream: %s", replica.label, exc)

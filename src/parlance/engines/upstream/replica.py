@@ -1,5 +1,5 @@
-"""One upstream server: its pooled HTTP client, the models it serves, its health
-(a circuit breaker) and its metrics.
+"""One upstream server: its HTTP clients (one for streams, one for the rest), the
+models it serves, its health (a circuit breaker) and its metrics.
 
 The circuit is closed while the replica answers. A connection it refuses, a stream
 it breaks or a failed health check opens it at once (passive ejection); so do
@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 
 from parlance.engines.metrics import Histogram
+from parlance.engines.upstream.http1 import StreamPool
 
 FAILURES_TO_OPEN = 3
 COOL_DOWN = 1.0  # seconds, doubled on each reopening
@@ -138,6 +139,10 @@ class Replica:
             limits=httpx2.Limits(max_connections=settings.max_connections,
                                  max_keepalive_connections=settings.max_connections,
                                  keepalive_expiry=60.0))
+        # Generation streams (and what else goes through the engine's `_open`) take the
+        # lean client of `http1.py`: the relay's per-token cost is mostly the client's.
+        self.streams = StreamPool(self.url, headers, connect_timeout=settings.connect_timeout,
+                                  max_connections=settings.max_connections)
         self.health_timeout = settings.health_timeout
         self.answer_timeout = settings.answer_timeout
         self.models: frozenset[str] = frozenset(config.models)
@@ -194,4 +199,5 @@ class Replica:
         self.breaker.succeeded()
 
     async def aclose(self) -> None:
+        self.streams.close()
         await self.client.aclose()
