@@ -318,6 +318,13 @@ async def cancel_all(generations) -> None:
 # -- HTTP -----------------------------------------------------------------------------
 
 
+def local_engine_only(reason: str) -> pytest.MarkDecorator:
+    """A test of what only the local engine does: skipped when PARLANCE_TEST_ENGINE=upstream
+    runs the real-engine HTTP tests through the upstream engine."""
+    return pytest.mark.skipif(os.environ.get("PARLANCE_TEST_ENGINE") == "upstream",
+                              reason=f"local engine only: {reason}")
+
+
 def make_app(engine: LlamaCppEngine, **settings: Any):
     """An app serving the engine; with PARLANCE_TEST_ENGINE=upstream, the same engine one
     hop away behind the upstream engine (tests/upstream_replicas.through_upstream)."""

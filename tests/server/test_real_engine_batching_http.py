@@ -21,6 +21,7 @@ from tests.real_engine import (
     chat_request,
     fill_slots,
     kv_cache_mismatches,
+    local_engine_only,
     make_app,
     wait_idle,
 )
@@ -86,6 +87,7 @@ async def test_n_choices_for_each_of_two_prompts_through_completions(server):
         assert reply.choices[2].text == reply.choices[3].text
 
 
+@local_engine_only("an upstream model fans `n` out, one request per choice")
 async def test_more_choices_than_slots_is_a_400(server):
     async with sdk(server) as client:
         with pytest.raises(openai.BadRequestError) as info:
@@ -94,6 +96,7 @@ async def test_more_choices_than_slots_is_a_400(server):
         assert info.value.body["param"] == "n"
 
 
+@local_engine_only("fills the local scheduler's queue")
 async def test_full_wait_queue_is_a_429_with_retry_after(llama, monkeypatch):
     busy = await fill_slots(llama)
     monkeypatch.setattr(llama.scheduler, "max_waiting", 1)
@@ -116,6 +119,10 @@ async def test_full_wait_queue_is_a_429_with_retry_after(llama, monkeypatch):
     await wait_idle(llama)
 
 
+@local_engine_only(
+    "the harness serves each of the model's names as an upstream model of its own, so "
+    "this /metrics line is another's; a replica's cache hits are tested in "
+    "tests/engines/upstream")
 async def test_second_chat_turn_hits_the_prefix_cache(server):
     async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
         turn = [{"role": "user", "content": "Hi! What is the capital of France?"}]

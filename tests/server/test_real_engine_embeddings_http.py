@@ -13,7 +13,14 @@ import ollama
 import pytest
 from openai import AsyncOpenAI
 
-from tests.real_engine import MODEL_ID, REQUEST_TIMEOUT, asgi_client, make_app, wait_idle
+from tests.real_engine import (
+    MODEL_ID,
+    REQUEST_TIMEOUT,
+    asgi_client,
+    local_engine_only,
+    make_app,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -44,6 +51,7 @@ def cos(a, b) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+@local_engine_only("vectors relayed as JSON floats are not the same to the bit")
 async def test_one_text_one_vector_through_every_endpoint(app, llama):
     floats = await openai_sdk(app).embeddings.create(model=MODEL_ID, input=CAT,
                                                      encoding_format="float")
@@ -79,6 +87,7 @@ async def test_a_paraphrase_ranks_above_an_unrelated_sentence(app, llama):
     await wait_idle(llama)
 
 
+@local_engine_only("the limits asserted are the local embedding context's")
 async def test_token_ids_and_limits(app, llama):
     tokens = llama.model.tokenize(CAT, add_special=True, parse_special=True)
     client = openai_sdk(app)

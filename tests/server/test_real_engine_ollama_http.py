@@ -14,7 +14,14 @@ import ollama
 import pytest
 
 from tests.ollama_contract import check_line, check_stream
-from tests.real_engine import CHAT_PROMPT, LONG_CHAT_PROMPT, MODEL_ID, REQUEST_TIMEOUT, make_app
+from tests.real_engine import (
+    CHAT_PROMPT,
+    LONG_CHAT_PROMPT,
+    MODEL_ID,
+    REQUEST_TIMEOUT,
+    local_engine_only,
+    make_app,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +85,7 @@ async def test_repeat_last_n_is_the_window_the_penalty_looks_back_over(sdk):
     assert windowed.message.content == whole.message.content != base
 
 
+@local_engine_only("an upstream model refuses `context` token ids (400)")
 async def test_generate_context_holds_the_tokens_and_continues_the_conversation(sdk):
     first = await sdk.generate(model=MODEL_ID, prompt=CHAT_PROMPT, options=GREEDY)
     streamed = "".join([p.response async for p in await sdk.generate(
@@ -135,6 +143,7 @@ async def test_a_tool_result_in_the_history_reaches_the_model(sdk):
                                                                   dict)
 
 
+@local_engine_only("only the local engine knows the model has no reasoning markers")
 async def test_think_true_is_a_400_for_a_model_that_does_not_reason(sdk):
     with pytest.raises(ollama.ResponseError) as refused:
         await sdk.chat(model=MODEL_ID, messages=user(CHAT_PROMPT), think=True)

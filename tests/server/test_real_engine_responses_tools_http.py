@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from tests.engines.test_freeform_grammar import APPLY_PATCH_LARK
-from tests.real_engine import MODEL_ID, asgi_client, make_app
+from tests.real_engine import MODEL_ID, asgi_client, local_engine_only, make_app
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +34,9 @@ def accepted(llama, lark: str, text: str) -> bool:
             and matcher.is_accepting())
 
 
+@local_engine_only(
+    "a freeform tool's grammar is enforced only by the local engine (an upstream gets "
+    "it as a description)")
 async def test_forced_custom_tool_writes_input_its_lark_grammar_accepts(sdk, llama):
     # (a 135M model loops inside the grammar unless it has an example to follow)
     example = "*** Begin Patch\n*** Add File: notes.txt\n+Buy milk.\n*** End Patch\n"
