@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from parlance.core.events import Finish, TextDelta, Usage
+from parlance.core.events import Finish, Progress, TextDelta, Usage
 from tests.real_engine import (
     TEXT_PROMPT,
     cancel_all,
@@ -15,6 +15,7 @@ from tests.real_engine import (
     endless,
     fill_slots,
     first_deltas,
+    kv_cache_mismatches,
     rest,
     run,
     text_request,
@@ -96,6 +97,27 @@ async def test_generation_after_a_cancel_matches_a_fresh_one(engine):
     await rest(generation)
     again = await run(engine, text_request(TEXT_PROMPT, max_tokens=16))
     assert again.text == reference.text
+
+
+async def test_a_prompt_cancelled_mid_prefill_is_resumed_by_its_retry(engine):
+    """What a cancelled request evaluated stays cached: sent again (a client whose own
+    timeout cut the stream), it resumes there, and answers as a fresh evaluation."""
+    prompt = " ".join(f"item {i}," for i in range(400))  # several prompt chunks
+    await engine.clear_cache()
+    reference = await run(engine, text_request(prompt, max_tokens=8))
+    await engine.clear_cache()
+    generation = await engine.start(text_request(prompt, max_tokens=8))
+    async for event in generation:
+        if isinstance(event, Progress):  # one chunk evaluated, more to come
+            assert event.done < event.total
+            evaluated = event.done
+            break
+    generation.cancel()
+    await rest(generation)
+    again = await run(engine, text_request(prompt, max_tokens=8))
+    assert evaluated <= again.usage.cached_tokens < again.usage.prompt_tokens
+    assert again.text == reference.text
+    assert kv_cache_mismatches(engine) == []
 
 
 async def test_cancel_before_the_worker_starts_a_lone_job(engine):

@@ -207,9 +207,13 @@ class Scheduler:
                 self._wake.wait()
 
     def _drop_cancelled(self) -> None:
+        """A cancelled job's slots are freed; what it evaluated stays cached (the slots'
+        bookkeeping is exact between steps), so a client that gives up and sends the
+        request again (Claude Code after its 5-minute stream watchdog, a reconnecting
+        agent) resumes the prompt where the first attempt stopped."""
         for job in {g.job for g in self._active} | {g.job for g in self._waiting}:
             if job.cancelled:
-                self._drop_job(job, keep_cache=False)
+                self._drop_job(job, keep_cache=True)
 
     def _drop_job(self, job: Job, *, keep_cache: bool) -> None:
         for group in [g for g in self._active if g.job is job]:
