@@ -207,16 +207,25 @@ def overhead(runs: int, tokens: int) -> None:
         sides = {"llama-server": server.port, "parlance → llama-server": gateway.port}
         for port in sides.values():  # warm both paths
             run_streams(port, chat_bodies(DEFAULT_MODEL, SLOTS, 8, f" (warm {port})"))
+        assert gateway.proc is not None
         results: dict[tuple[str, int], list[Round]] = {}
+        # The gateway's CPU seconds and the tokens it relayed, summed over runs (/proc's
+        # clock ticks are 10 ms: one run's figure alone would be coarse)
+        relay_cpu: dict[int, list[float]] = {}
         for level in (1, 8):
             for run in range(runs):
                 for side, port in (sides.items() if run % 2 == 0
                                    else reversed(list(sides.items()))):
                     time.sleep(0.5)
+                    before = cpu_seconds(gateway.proc.pid)
                     # prompts of their own: neither side meets the other's cached prompt
-                    results.setdefault((side, level), []).append(
-                        run_streams(port, chat_bodies(DEFAULT_MODEL, level, tokens,
-                                                      f" ({side[0]}{run})")))
+                    measured = run_streams(port, chat_bodies(DEFAULT_MODEL, level, tokens,
+                                                             f" ({side[0]}{run})"))
+                    results.setdefault((side, level), []).append(measured)
+                    if port == gateway.port:
+                        total = relay_cpu.setdefault(level, [0.0, 0.0])
+                        total[0] += cpu_seconds(gateway.proc.pid) - before
+                        total[1] += measured.tokens
     table = Table("side", "streams", "tok/s (aggregate, median run)", "TTFT p50 ms",
                   "TTFT mean ms", "tokens")
     for (side, level), rounds in results.items():
@@ -230,10 +239,13 @@ def overhead(runs: int, tokens: int) -> None:
         ratio = statistics.median(t.rate / d.rate for d, t in zip(direct, through, strict=True))
         delta = _ttft_p50(through) - _ttft_p50(direct)
         mean_delta = _ttft_mean(through) - _ttft_mean(direct)
+        spent, relayed = relay_cpu[level]
         console.print(f"{level} stream(s): throughput {ratio:.3f}x of direct, median of "
                       f"{len(direct)} paired runs ({'meets' if ratio >= 0.97 else 'MISSES'} "
                       f">= 0.97x); TTFT {delta:+.1f} ms at the median, {mean_delta:+.1f} ms "
-                      f"on average ({'meets' if delta <= 5 else 'MISSES'} <= +5 ms)")
+                      f"on average ({'meets' if delta <= 5 else 'MISSES'} <= +5 ms); "
+                      f"the gateway spent {spent / relayed * 1e6:.0f} µs of CPU per relayed "
+                      "token")
     console.print("At 8 streams llama-server evaluates the prompts in groups (those that "
                   "arrived before its next step, then the rest), so each stream's TTFT is "
                   "one of two values some 200 ms apart and the median moves with which group "

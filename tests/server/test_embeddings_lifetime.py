@@ -4,29 +4,11 @@ and `keep_alive` rules the unload as for chat calls."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import httpx
-import pytest
-
-from parlance.models.served import ServedModels
-from tests.server.test_lmstudio_models import ScriptedLoader, make
 from tests.server.test_ollama_keep_alive import COLD, unloaded
 
 
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[ServedModels, httpx.AsyncClient, ScriptedLoader]]:
-    loader = ScriptedLoader()
-    models, app = make(loader, idle_ttl=3600)
-    models.start_reaper()  # (the app's lifespan does it in a real server)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t") as client:
-        yield models, client, loader
-    await models.aclose()
-
-
-async def test_a_cold_model_loads_with_num_ctx_and_reports_the_wait(served):
-    models, client, loader = served
+async def test_a_cold_model_loads_with_num_ctx_and_reports_the_wait(scripted):
+    models, client, loader = scripted
     first = (await client.post("/api/embed", json={"model": COLD, "input": "a b",
                                                    "options": {"num_ctx": 1024}})).json()
     assert loader.loaded == [COLD] and len(first["embeddings"]) == 1
@@ -36,15 +18,15 @@ async def test_a_cold_model_loads_with_num_ctx_and_reports_the_wait(served):
     assert "load_duration" not in again and again["embeddings"] == first["embeddings"]
 
 
-async def test_openai_embeddings_load_a_cold_model_just_in_time(served):
-    _, client, loader = served
+async def test_openai_embeddings_load_a_cold_model_just_in_time(scripted):
+    _, client, loader = scripted
     response = await client.post("/v1/embeddings", json={"model": COLD, "input": ["x", "y"]})
     assert response.status_code == 200 and len(response.json()["data"]) == 2
     assert loader.loaded == [COLD]
 
 
-async def test_keep_alive_0_unloads_once_the_call_ends(served):
-    models, client, _ = served
+async def test_keep_alive_0_unloads_once_the_call_ends(scripted):
+    models, client, _ = scripted
     response = await client.post("/api/embed", json={"model": COLD, "input": "a",
                                                      "keep_alive": 0})
     assert response.status_code == 200

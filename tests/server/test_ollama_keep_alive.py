@@ -8,30 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-
-import httpx
-import pytest
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.models.served import ServedModels
 from tests.ollama_contract import check_line, check_stream
 from tests.real_engine import PATIENCE
-from tests.server.test_lmstudio_models import ScriptedLoader, make
 
 COLD = "acme/cold-model"
 HI = [{"role": "user", "content": "Hi"}]
-
-
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[ServedModels, httpx.AsyncClient, ScriptedLoader]]:
-    loader = ScriptedLoader()
-    models, app = make(loader, idle_ttl=3600)
-    models.start_reaper()  # (the app's lifespan does it in a real server)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://t") as client:
-        yield models, client, loader
-    await models.aclose()
 
 
 async def unloaded(models: ServedModels, name: str) -> None:
@@ -42,8 +26,8 @@ async def unloaded(models: ServedModels, name: str) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_num_ctx_loads_a_cold_model_with_that_context_and_reports_the_load(served):
-    models, client, loader = served
+async def test_num_ctx_loads_a_cold_model_with_that_context_and_reports_the_load(scripted):
+    models, client, loader = scripted
     response = await client.post("/api/chat", json={"model": COLD, "messages": HI,
                                                     "options": {"num_ctx": 1024}})
     lines = check_stream(response.text, generate=False)
@@ -56,16 +40,16 @@ async def test_num_ctx_loads_a_cold_model_with_that_context_and_reports_the_load
     assert "load_duration" not in again  # loaded already: nothing to wait for
 
 
-async def test_an_absurd_num_ctx_is_a_400_before_anything_loads(served):
-    models, client, loader = served
+async def test_an_absurd_num_ctx_is_a_400_before_anything_loads(scripted):
+    models, client, loader = scripted
     response = await client.post("/api/chat", json={"model": COLD, "messages": HI,
                                                     "options": {"num_ctx": 10**9}})
     assert response.status_code == 400, response.text
     assert "error" in response.json() and loader.loaded == []
 
 
-async def test_load_only_with_num_ctx_then_unload(served):
-    models, client, loader = served
+async def test_load_only_with_num_ctx_then_unload(scripted):
+    models, client, loader = scripted
     loaded = (await client.post("/api/generate", json={
         "model": COLD, "options": {"num_ctx": 512}})).json()
     check_line(loaded, generate=True)
@@ -76,16 +60,16 @@ async def test_load_only_with_num_ctx_then_unload(served):
     assert gone["done_reason"] == "unload" and not models.is_loaded(COLD)
 
 
-async def test_keep_alive_0_unloads_once_the_call_ends(served):
-    models, client, _ = served
+async def test_keep_alive_0_unloads_once_the_call_ends(scripted):
+    models, client, _ = scripted
     response = await client.post("/api/generate", json={"model": COLD, "prompt": "Hi",
                                                         "keep_alive": 0, "stream": False})
     assert response.json()["done"] is True
     await unloaded(models, COLD)
 
 
-async def test_a_negative_keep_alive_outlives_the_idle_ttl_until_a_call_without_one(served):
-    models, client, _ = served
+async def test_a_negative_keep_alive_outlives_the_idle_ttl_until_a_call_without_one(scripted):
+    models, client, _ = scripted
     await client.post("/api/chat", json={"model": COLD, "messages": HI, "keep_alive": -1,
                                          "stream": False})
     model, _ = models.resolve(COLD)
@@ -97,8 +81,8 @@ async def test_a_negative_keep_alive_outlives_the_idle_ttl_until_a_call_without_
     assert await models.unload_idle(now=time.monotonic() + 7200) == [COLD]
 
 
-async def test_a_duration_replaces_the_idle_ttl_and_the_reaper_keeps_it(served):
-    models, client, _ = served
+async def test_a_duration_replaces_the_idle_ttl_and_the_reaper_keeps_it(scripted):
+    models, client, _ = scripted
     await client.post("/api/chat", json={"model": COLD, "messages": HI, "keep_alive": "5m",
                                          "stream": False})
     model, _ = models.resolve(COLD)
@@ -113,8 +97,8 @@ async def test_a_duration_replaces_the_idle_ttl_and_the_reaper_keeps_it(served):
     await unloaded(models, "fake-model")
 
 
-async def test_an_unload_asked_while_a_call_runs_waits_for_it(served):
-    models, client, _ = served
+async def test_an_unload_asked_while_a_call_runs_waits_for_it(scripted):
+    models, client, _ = scripted
     await client.post("/api/generate", json={"model": COLD})  # load it
     model, _ = models.resolve(COLD)
     gate = asyncio.Event()

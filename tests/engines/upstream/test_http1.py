@@ -67,9 +67,24 @@ SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"transfer-encoding: chunked\r\n\r\n")
 
 
-def pool_for(server: ScriptedServer, path: str = "", **headers: str) -> StreamPool:
-    return StreamPool(f"http://127.0.0.1:{server.port}{path}", headers,
-                      connect_timeout=5, max_connections=4)
+def pool_for(server: ScriptedServer, path: str = "", *, headers: dict[str, str] | None = None,
+             max_connections: int = 4) -> StreamPool:
+    return StreamPool(f"http://127.0.0.1:{server.port}{path}", headers or {},
+                      connect_timeout=5, max_connections=max_connections)
+
+
+def answer_and_hold(response: bytes) -> Handler:
+    """Writes `response` (a head and the start of a body), then holds the connection open
+    until the client drops it."""
+
+    async def answer(request, reader, writer):
+        writer.write(response)
+        await writer.drain()
+        with contextlib.suppress(Exception):
+            await reader.read()
+        return False
+
+    return answer
 
 
 @contextlib.asynccontextmanager
@@ -84,7 +99,7 @@ async def test_request_line_headers_and_body():
         return True
 
     async with serving(answer) as server:
-        pool = pool_for(server, "/prefix", authorization="Bearer k")
+        pool = pool_for(server, "/prefix", headers={"authorization": "Bearer k"})
         response = await pool.post("/v1/chat/completions", b'{"a":1}')
         assert (response.status_code, await response.aread()) == (200, b"ok")
         await response.aclose()
@@ -177,12 +192,7 @@ async def test_a_connection_broken_mid_body_raises_connection_broken():
 
 
 async def test_what_the_consumer_raises_ends_the_response_and_drops_the_connection():
-    async def answer(request, reader, writer):
-        writer.write(SSE_HEAD + b"1\r\na\r\n")
-        await writer.drain()
-        with contextlib.suppress(Exception):
-            await reader.read()  # until the client drops the connection
-        return False
+    answer = answer_and_hold(SSE_HEAD + b"1\r\na\r\n")
 
     class Refused(Exception):
         pass
@@ -200,13 +210,9 @@ async def test_what_the_consumer_raises_ends_the_response_and_drops_the_connecti
 
 
 async def test_aread_stops_at_its_limit():
-    async def answer(request, reader, writer):
-        writer.write(b"HTTP/1.1 400 Bad Request\r\ntransfer-encoding: chunked\r\n\r\n"
-                     + b"".join(b"400\r\n" + b"x" * 1024 + b"\r\n" for _ in range(8)))
-        await writer.drain()
-        with contextlib.suppress(Exception):
-            await reader.read()
-        return False
+    answer = answer_and_hold(
+        b"HTTP/1.1 400 Bad Request\r\ntransfer-encoding: chunked\r\n\r\n"
+        + b"".join(b"400\r\n" + b"x" * 1024 + b"\r\n" for _ in range(8)))
 
     async with serving(answer) as server:
         pool = pool_for(server)
@@ -227,16 +233,8 @@ async def test_an_unreachable_server_is_connect_failed():
 
 
 async def test_a_response_closed_before_its_end_frees_its_connection_slot():
-    async def answer(request, reader, writer):
-        writer.write(SSE_HEAD + b"1\r\na\r\n")
-        await writer.drain()
-        with contextlib.suppress(Exception):
-            await reader.read()
-        return False
-
-    async with serving(answer) as server:
-        pool = StreamPool(f"http://127.0.0.1:{server.port}", {}, connect_timeout=5,
-                          max_connections=1)
+    async with serving(answer_and_hold(SSE_HEAD + b"1\r\na\r\n")) as server:
+        pool = pool_for(server, max_connections=1)
         for _ in range(3):  # one connection allowed: each close must give it back
             response = await asyncio.wait_for(pool.post("/x", b""), 10)
             await response.aclose()

@@ -49,7 +49,7 @@ from parlance.engines.upstream.http1 import StreamResponse, UpstreamHTTPError
 from parlance.engines.upstream.pool import Pool
 from parlance.engines.upstream.refusals import classify, parse_body
 from parlance.engines.upstream.replica import Replica
-from parlance.engines.upstream.sse import SseSplitter
+from parlance.engines.upstream.sse import DONE, SseSplitter, payloads
 from parlance.engines.upstream.wire import (
     EMBEDDINGS_PATH,
     SubRequest,
@@ -161,10 +161,9 @@ class UpstreamEngine:
         try:
             splitter = SseSplitter()
             raw = await opened.response.aread()
-            for data in splitter.feed(raw) + splitter.end():
-                if data != b"[DONE]":
-                    with contextlib.suppress(ValueError):
-                        mapper.feed(json.loads(data))
+            for chunk in payloads(splitter.feed(raw) + splitter.end()):
+                if chunk is not DONE:
+                    mapper.feed(chunk)
         except StreamError as exc:
             raise exc.error from None
         except UpstreamHTTPError as exc:
@@ -466,15 +465,11 @@ class UpstreamGeneration:
             """One read of the body, inside the connection's read callback."""
             nonlocal produced, done
             events: list[Any] = []
-            for data in splitter.feed(raw):
-                if data == b"[DONE]":
+            for chunk in payloads(splitter.feed(raw)):
+                if chunk is DONE:
                     done = True
-                    continue
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    continue
-                events += mapper.feed(chunk)
+                else:
+                    events += mapper.feed(chunk)
             if events:
                 if not produced:
                     produced = True
@@ -488,7 +483,7 @@ class UpstreamGeneration:
             done = False
             try:
                 await opened.response.stream(feed)
-                if b"[DONE]" in splitter.end():
+                if DONE in splitter.end():
                     done = True
             except StreamError as exc:
                 await _close(opened)

@@ -6,6 +6,12 @@ newlines as the SSE standard says. Comments (`: ping`) and other fields are drop
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+DONE = b"[DONE]"  # OpenAI's end of stream (a JSON payload is never bytes)
+
 
 class SseSplitter:
     def __init__(self) -> None:
@@ -37,3 +43,16 @@ class SseSplitter:
         out = self.feed(b"\n\n") if self._rest or self._data else []
         self._rest = b""
         return out
+
+
+def payloads(datas: Iterable[bytes]) -> Iterator[Any]:
+    """Each event's data parsed as JSON, `DONE` for the end marker; data that is not
+    JSON (a server's stray line) is skipped."""
+    for data in datas:
+        if data == DONE:
+            yield DONE
+            continue
+        try:
+            yield json.loads(data)
+        except ValueError:
+            continue
