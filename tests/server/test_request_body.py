@@ -49,6 +49,8 @@ REFUSED = [
      "messages[0].content"),
     (CHAT, chat('"stop": ["ok", "x\\udfff"]'), "stop[1]"),
     ("/v1/completions", '{"model": "fake-model", "prompt": "a\\ud800b"}', "prompt"),
+    ("/v1/completions", '{"model": "fake-model", "prompt": "a\\uDBFFb"}', "prompt"),
+    ("/v1/completions", '{"model": "fake-model", "prompt": "ok", "user": "\\uDc00"}', "user"),
     ("/v1/responses", '{"model": "fake-model", "input": "Hi", "stream": true, '
      '"instructions": "\\udc00"}', "instructions"),
     ("/v1/responses", '{"model": "fake-model", "input": "\\ud800"}', "input"),
@@ -64,6 +66,8 @@ REFUSED = [
      "context_length"),
     ("/api/v1/models/download", '{"model": "\\ud800"}', "model"),
     (CHAT, '{"model": "fake-model", "messages": ' + "[" * 100 + "]" * 100 + "}",
+     "messages" + "[0]" * 63),
+    (CHAT, '{"model": "fake-model", "messages": ' + "[" * 64 + "]" * 64 + "}",
      "messages" + "[0]" * 63),
 ]
 

@@ -28,6 +28,7 @@ from parlance.core.events import (
     ToolCallStart,
     Usage,
 )
+from parlance.server.streaming import BODY_SEND
 
 log = logging.getLogger("parlance.access")
 
@@ -88,6 +89,8 @@ class AccessLog:
         record = AccessRecord(request_id(scope))
         # In place: the error handler outside this middleware sees the record too.
         scope.setdefault("state", {})["access"] = record
+        # Below this middleware nothing looks at a stream's body messages but the last.
+        scope[BODY_SEND] = send
         header = (HEADER.encode(), record.request_id.encode())
         status = 0
         complete = left = False

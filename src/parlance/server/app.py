@@ -20,6 +20,7 @@ from parlance.server.admission import Admission
 from parlance.server.drain import Drain
 from parlance.server.handler import ServerSettings, error_json
 from parlance.server.origins import CrossSiteGuard
+from parlance.server.router import IndexedRouter
 from parlance.server.routes import build_routes, error_renderer
 from parlance.store.responses import ResponseStore
 
@@ -78,5 +79,6 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
                             Exception: _internal_error},
         lifespan=lifespan,
     )
+    app.router = IndexedRouter(app.router.routes, lifespan=lifespan)
     app.state.drain = drain  # the generic handler enrols its generations in it
     return app

@@ -101,6 +101,10 @@ class GenerationHandler:
         self.memory = (Memory(dialect, store)
                        if store is not None and isinstance(dialect, Stateful) else None)
         self.runs = runs  # where calls run that go on without their client
+        # What the dialect can do, asked once (a Protocol isinstance costs µs per request)
+        self._ping = dialect.ping if isinstance(dialect, Pings) else None
+        self._reports_loading = isinstance(dialect, ReportsLoading)
+        self._truncating = isinstance(dialect, Truncating)
 
     async def handle(self, request: Request) -> Any:
         watch = self.watch(request.app, access_record(request))
@@ -124,7 +128,7 @@ class GenerationHandler:
                 framing=self.dialect.framing,
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=started.generation.cancel,
-                ping=self.dialect.ping if isinstance(self.dialect, Pings) else None,
+                ping=self._ping,
             )
         try:
             return await self._complete(request, started)
@@ -162,7 +166,7 @@ class GenerationHandler:
             if memory is not None:
                 call = memory.recall(call)
             name = call.request.model
-            cold = isinstance(self.dialect, ReportsLoading) and not self.models.is_loaded(name)
+            cold = self._reports_loading and not self.models.is_loaded(name)
             options = LoadOptions(context_length=call.context_length)
             if cold or options != LoadOptions():
                 # 404 for a model that does not exist at all, 400 for load options out of
@@ -212,9 +216,9 @@ class GenerationHandler:
                     return call, await ToolLoop.begin(request, toolbox, start)
                 return call, await start(request)
             except ContextOverflow:
-                if not isinstance(self.dialect, Truncating):
+                if not self._truncating:
                     raise
-                smaller = self.dialect.shorter(call)
+                smaller = self.dialect.shorter(call)  # type: ignore[attr-defined]
                 if smaller is None:
                     raise
                 call = smaller
