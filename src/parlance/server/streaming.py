@@ -75,7 +75,10 @@ class EventStreamResponse:
             for task in tasks:
                 task.cancel()
             await asyncio.wait(tasks)
-        if not writer.cancelled() and (error := writer.exception()) is not None:
+        # Every task's outcome is looked at (none is logged as never retrieved); only
+        # the writer's error can matter to the response.
+        errors = {task: task.exception() for task in tasks if not task.cancelled()}
+        if (error := errors.get(writer)) is not None:
             raise error
 
     async def _write(self, send: Send, body_send: Send) -> None:

@@ -239,8 +239,10 @@ class UpstreamEngine:
                 raise self._exhausted(failure, tried)
             tried.append(replica)
             try:
-                response = await asyncio.wait_for(_send(replica, sub.path, body),
-                                                  replica.answer_timeout)
+                # (a timeout scope, not wait_for: no task of its own, so the request
+                # is written now rather than a loop turn later)
+                async with asyncio.timeout(replica.answer_timeout):
+                    response = await _send(replica, sub.path, body)
             except TimeoutError:
                 replica.release()
                 replica.failed()
