@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from parlance.models.served import ServedModels
-from tests.server.test_lmstudio_models import ScriptedLoader, make
+from tests.server.scripted_models import ScriptedLoader, make
 
 
 @pytest.fixture

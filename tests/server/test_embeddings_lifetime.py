@@ -4,7 +4,8 @@ and `keep_alive` rules the unload as for chat calls."""
 
 from __future__ import annotations
 
-from tests.server.test_ollama_keep_alive import COLD, unloaded
+from tests.server.scripted_models import COLD_NAME as COLD
+from tests.server.scripted_models import unloaded
 
 
 async def test_a_cold_model_loads_with_num_ctx_and_reports_the_wait(scripted):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,42 +20,9 @@ from parlance.server import ServerSettings, create_app
 from tests.conftest import FAKE_SPEC
 from tests.lmstudio_contract import check_result, checked_events
 from tests.models.test_downloads import DATA, OriginServer
+from tests.server.scripted_models import COLD, ScriptedLoader, make, smollm2_path
 
 CHAT = "/api/v1/chat"
-
-
-class ScriptedLoader:
-    """Makes fake engines, reporting progress as llama.cpp does, slowly enough that
-    concurrent requests overlap with the load."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.loaded: list[str] = []
-        self.fail = fail
-
-    def __call__(self, spec, options, on_progress):
-        for step in range(11):
-            time.sleep(0.01)
-            if on_progress is not None:
-                on_progress(step / 10)
-        if self.fail:
-            raise RuntimeError("the file is corrupt")
-        self.loaded.append(spec.id)
-        return FakeEngine(context_length=options.context_length or 2048)
-
-
-def smollm2_path() -> Path:
-    from parlance.models.registry import BUILTIN
-
-    return BUILTIN[0].locate()
-
-
-COLD = ModelSpec(id="acme/cold-model", locate=smollm2_path)
-
-
-def make(loader: ScriptedLoader, **kwargs) -> tuple[ServedModels, object]:
-    warm = ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)
-    models = ServedModels([warm], catalog=lambda: [COLD], loader=loader, **kwargs)
-    return models, create_app(models, ServerSettings())
 
 
 @pytest.fixture

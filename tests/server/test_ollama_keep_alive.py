@@ -10,20 +10,11 @@ import asyncio
 import time
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
-from parlance.models.served import ServedModels
 from tests.ollama_contract import check_line, check_stream
-from tests.real_engine import PATIENCE
+from tests.server.scripted_models import COLD_NAME, unloaded
 
-COLD = "acme/cold-model"
+COLD = COLD_NAME
 HI = [{"role": "user", "content": "Hi"}]
-
-
-async def unloaded(models: ServedModels, name: str) -> None:
-    """Wait until `name` is no longer loaded (bounded so that a broken test ends)."""
-    deadline = time.monotonic() + PATIENCE
-    while models.is_loaded(name):
-        assert time.monotonic() < deadline, f"{name} is still loaded"
-        await asyncio.sleep(0.01)
 
 
 async def test_num_ctx_loads_a_cold_model_with_that_context_and_reports_the_load(scripted):
