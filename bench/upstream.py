@@ -18,7 +18,7 @@ alternate run by run (`--runs`, the median run is kept) so drift on a shared
 machine hits them alike. The client (bench/light_client.py) only timestamps raw
 reads while streaming and parses afterwards.
 
-Run: `.venv/bin/python bench/upstream.py [--runs 5] [--tokens 128] [--relay-tokens 2000]
+Run: `.venv/bin/python bench/upstream.py [--runs 9] [--tokens 384] [--relay-tokens 2000]
 [--relay-streams 16] [--only overhead|capacity]`.
 """
 
@@ -345,8 +345,8 @@ def capacity(runs: int, tokens: int, streams: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--tokens", type=int, default=128, help="per stream, overhead part")
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--tokens", type=int, default=384, help="per stream, overhead part")
     parser.add_argument("--relay-tokens", type=int, default=2000, help="per stream, capacity")
     parser.add_argument("--relay-streams", type=int, default=16)
     parser.add_argument("--only", choices=("overhead", "capacity"))
