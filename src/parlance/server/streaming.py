@@ -100,6 +100,8 @@ class EventStreamResponse:
             await self._frames.aclose()
 
     async def _ping(self, send: Send) -> None:
+        # No lock: each ASGI message is a whole frame or comment, so a ping that lands
+        # between two frames is still a valid stream.
         with contextlib.suppress(OSError):  # the client left: the listener ends the rest
             while True:
                 idle_until = self._last_sent + self._keepalive_seconds
