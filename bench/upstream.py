@@ -13,9 +13,9 @@
     same upstream with one worker. Streamed tokens/s, and tokens per CPU-second of
     the relaying process (tokens/s per core); target: Parlance >= 3x LiteLLM.
 
-Everything runs on this machine: servers are started first and wait idle; sides
-alternate run by run (`--runs`, the median run is kept) so drift on a shared
-machine hits them alike. The client (bench/light_client.py) only timestamps raw
+Everything runs on this machine: servers are started first and wait idle; the
+order of the sides changes run by run (`--runs`) so drift on a shared machine hits
+them alike. The client (bench/light_client.py) only timestamps raw
 reads while streaming and parses afterwards.
 
 Run: `.venv/bin/python bench/upstream.py [--runs 9] [--tokens 384] [--relay-tokens 2000]

@@ -104,7 +104,8 @@ class GenerationHandler:
         # What the dialect can do, asked once (a Protocol isinstance costs µs per request)
         self._ping = dialect.ping if isinstance(dialect, Pings) else None
         self._reports_loading = isinstance(dialect, ReportsLoading)
-        self._truncating = isinstance(dialect, Truncating)
+        self._truncating: Truncating[Any] | None = (
+            dialect if isinstance(dialect, Truncating) else None)
 
     async def handle(self, request: Request) -> Any:
         watch = self.watch(request.app, access_record(request))
@@ -216,9 +217,9 @@ class GenerationHandler:
                     return call, await ToolLoop.begin(request, toolbox, start)
                 return call, await start(request)
             except ContextOverflow:
-                if not self._truncating:
+                if self._truncating is None:
                     raise
-                smaller = self.dialect.shorter(call)  # type: ignore[attr-defined]
+                smaller = self._truncating.shorter(call)
                 if smaller is None:
                     raise
                 call = smaller

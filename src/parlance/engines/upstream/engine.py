@@ -461,7 +461,6 @@ class UpstreamGeneration:
         """Read one upstream stream to its end into the generation. A replica that
         breaks the stream before anything came is replaced (`_open` again)."""
         produced = done = False
-        splitter = SseSplitter()  # (one per attempt)
 
         def feed(raw: bytes) -> None:
             """One read of the body, inside the connection's read callback."""
@@ -481,7 +480,7 @@ class UpstreamGeneration:
 
         while True:
             replica = opened.replica
-            splitter = SseSplitter()
+            splitter = SseSplitter()  # one per attempt (`feed` reads this one)
             done = False
             try:
                 await opened.response.stream(feed)
