@@ -44,7 +44,7 @@ from servers import Server, free_port, stop_servers_on_sigterm
 
 from parlance.config import DEFAULT_MAX_BODY_MB
 from parlance.models.registry import DEFAULT_MODEL
-from parlance.server.strict_json import MAX_OBJECTS
+from parlance.server.body.strict_json import MAX_OBJECTS
 
 TARGET_P99_MS = 100.0
 IDLE_SECONDS = 2.0

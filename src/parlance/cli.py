@@ -245,7 +245,7 @@ def serve(config: ServeConfig, registry: dict) -> int:
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "
                   f"/api/v1; more models from {models_dir})")
-    from parlance.server.connections import ConnectionLimits
+    from parlance.server.http.connections import ConnectionLimits
     from parlance.server.runner import Listen, run
 
     run(app, Listen(config.host, config.port, ConnectionLimits(

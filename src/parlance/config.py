@@ -23,12 +23,12 @@ from parlance.models.registry import (
     with_aliases,
     with_preset,
 )
+from parlance.server.settings import DEFAULT_MAX_BODY_MB
 
 DEFAULT_CONFIG_FILE = "parlance.toml"
 # Request bodies above this get a 413. A 1M-token text prompt is about 4 MiB (6 when
 # JSON-escaped), so any prompt a local model can evaluate fits with room to spare,
 # while decoding the largest body stays a fraction of a second of one worker thread.
-DEFAULT_MAX_BODY_MB = 32
 
 
 @dataclass(frozen=True, slots=True)

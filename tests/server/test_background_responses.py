@@ -17,7 +17,7 @@ import pytest
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import FakeEngine
-from parlance.server import background
+from parlance.server.generation import background
 from parlance.store.responses import ResponseStore
 from tests.conftest import make_app
 from tests.live_server import serving

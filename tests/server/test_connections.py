@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import FakeEngine
-from parlance.server.connections import ConnectionLimits
+from parlance.server.http.connections import ConnectionLimits
 from parlance.server.runner import DrainingServer, Listen, server
 from tests.conftest import make_app
 

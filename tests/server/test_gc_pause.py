@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from parlance.server.gc_pause import collector_paused
+from parlance.server.body.gc_pause import collector_paused
 
 
 @pytest.fixture

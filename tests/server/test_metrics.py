@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from parlance.engines.metrics import EngineMetrics, Histogram
-from parlance.server.metrics import render_prometheus
+from parlance.server.endpoints.metrics import render_prometheus
 
 
 def test_histogram_buckets_are_cumulative_and_end_with_inf():

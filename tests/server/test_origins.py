@@ -21,7 +21,7 @@ from parlance.config import resolve_config
 from parlance.engines.fake import FakeEngine
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
-from parlance.server.origins import CrossSiteGuard
+from parlance.server.http.origins import CrossSiteGuard
 from tests.conftest import FAKE_SPEC, make_app
 
 EVIL = "https://evil.example"

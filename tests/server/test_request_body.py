@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from parlance.engines.fake import FakeEngine
-from parlance.server import strict_json
+from parlance.server.body import strict_json
 from tests.conftest import make_app
 from tests.server.envelopes import checked_error
 

@@ -23,7 +23,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import FakeEngine, Generated
-from parlance.server.socket_mode import WAITING_LIMIT
+from parlance.server.generation.socket_mode import WAITING_LIMIT
 from tests.conftest import make_app
 from tests.live_server import serving
 from tests.openresponses import check_event, checked_events

@@ -15,9 +15,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route, Router, WebSocketRoute
 
-from parlance.server.handler import ServerSettings
 from parlance.server.router import IndexedRouter
 from parlance.server.routes import build_routes
+from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore
 
 METHODS = ("GET", "HEAD", "POST", "DELETE", "PUT")

@@ -1,5 +1,5 @@
 """The contract between an embeddings dialect and the one embeddings endpoint
-(`server/embeddings.py`). Embeddings are not a generation: no stream and no encoder,
+(`server/endpoints/embeddings.py`). Embeddings are not a generation: no stream and no encoder,
 so they do not go through the generation handler; the endpoint does the I/O (body,
 model, engine, timing) and the dialect only reads the body and shapes the answer."""
 

@@ -15,13 +15,14 @@ from starlette.responses import Response
 from parlance.core.errors import EngineFailure, MethodNotAllowed, ParlanceError, RouteNotFound
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
-from parlance.server.access_log import CLIENT_CLOSED, AccessLog, access_record
-from parlance.server.admission import Admission
-from parlance.server.drain import Drain
-from parlance.server.handler import ServerSettings, error_json
-from parlance.server.origins import CrossSiteGuard
+from parlance.server.generation.drain import Drain
+from parlance.server.http.access_log import CLIENT_CLOSED, AccessLog, access_record
+from parlance.server.http.admission import Admission
+from parlance.server.http.origins import CrossSiteGuard
+from parlance.server.http.refusal import error_json
 from parlance.server.router import IndexedRouter
 from parlance.server.routes import build_routes, error_renderer
+from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore
 
 log = logging.getLogger("parlance.server")

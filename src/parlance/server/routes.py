@@ -25,17 +25,18 @@ from parlance.dialects.openai_responses.compact import ResponsesCompaction
 from parlance.dialects.openai_responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
-from parlance.server.background import BackgroundRuns
-from parlance.server.embeddings import EmbeddingsEndpoint
-from parlance.server.handler import GenerationHandler, ServerSettings
-from parlance.server.info import InfoEndpoints
-from parlance.server.lmstudio_models import LMStudioModels
-from parlance.server.message_tokens import MessageTokens
-from parlance.server.metrics import MetricsEndpoint
-from parlance.server.ollama_models import OllamaModels
+from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
+from parlance.server.endpoints.info import InfoEndpoints
+from parlance.server.endpoints.lmstudio_models import LMStudioModels
+from parlance.server.endpoints.message_tokens import MessageTokens
+from parlance.server.endpoints.metrics import MetricsEndpoint
+from parlance.server.endpoints.ollama_models import OllamaModels
+from parlance.server.endpoints.stored_responses import StoredResponses
+from parlance.server.generation.background import BackgroundRuns
+from parlance.server.generation.handler import GenerationHandler
+from parlance.server.generation.socket_mode import SocketEndpoint
 from parlance.server.sealing import server_sealer
-from parlance.server.socket_mode import SocketEndpoint
-from parlance.server.stored_responses import StoredResponses
+from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore
 
 

@@ -4,7 +4,7 @@ and a shutdown that drains.
 uvicorn, told to stop (SIGTERM, SIGINT), closes its listeners, waits up to
 `timeout_graceful_shutdown` for open connections and then cancels what still runs:
 a stream cut that way ends with no terminal frame and an unterminated body. So the
-drain (`server/drain.py`) begins at the start of uvicorn's shutdown, ends the
+drain (`server/generation/drain.py`) begins at the start of uvicorn's shutdown, ends the
 remaining generations by contract when its grace is over, and uvicorn's own timeout
 is set beyond that grace, as a last resort only. A second signal ends the grace at
 once (the streams still end by contract).
@@ -21,8 +21,8 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from parlance.server.connections import ConnectionLimits, GuardedHttpProtocol
-from parlance.server.drain import Drain
+from parlance.server.generation.drain import Drain
+from parlance.server.http.connections import ConnectionLimits, GuardedHttpProtocol
 
 # How long after the grace uvicorn still waits for connections to close before it
 # cancels them: ending the streams by contract takes milliseconds, not this.
@@ -67,7 +67,7 @@ def server(app: Starlette, listen: Listen, **config: Any) -> DrainingServer:
         "http": GuardedHttpProtocol.with_limits(limits),
         "timeout_keep_alive": limits.keepalive_timeout,
         "timeout_graceful_shutdown": drain.grace + SHUTDOWN_MARGIN,
-        "access_log": False,  # parlance.access replaces it (server/access_log.py)
+        "access_log": False,  # parlance.access replaces it (server/http/access_log.py)
         "log_config": None,  # the process's own logging (run() sets the CLI's)
         **config,
     }

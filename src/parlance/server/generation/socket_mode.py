@@ -22,13 +22,13 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from parlance.core.errors import Overloaded, ParlanceError, PayloadTooLarge, ServerShuttingDown
 from parlance.dialects.base import Call, Frame, Served, SocketMode, Stateful
-from parlance.server.access_log import CLIENT_CLOSED, AccessRecord, new_request_id, write
-from parlance.server.auth import authorize
-from parlance.server.body import parse_json
-from parlance.server.framing import dumps
-from parlance.server.handler import GenerationHandler
-from parlance.server.memory import Memory
-from parlance.server.refusal import refuse
+from parlance.server.body.reader import parse_json
+from parlance.server.generation.conversations import Memory
+from parlance.server.generation.framing import dumps
+from parlance.server.generation.handler import GenerationHandler
+from parlance.server.http.access_log import CLIENT_CLOSED, AccessRecord, new_request_id, write
+from parlance.server.http.auth import authorize
+from parlance.server.http.refusal import refuse
 from parlance.store.responses import ResponseStore, StoredResponse
 
 CONNECTION_MEMORY = 16  # latest responses a connection keeps to continue from
@@ -89,7 +89,7 @@ class SocketEndpoint:
         self.store = store
 
     async def serve(self, websocket: WebSocket) -> None:
-        # (a draining server refuses the handshake before this: server/admission.py)
+        # (a draining server refuses the handshake before this: server/http/admission.py)
         try:
             authorize(websocket, self.handler.settings.api_keys)
         except ParlanceError as exc:

@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 from starlette.types import Receive, Scope, Send
 
 from parlance.dialects.base import Frame
-from parlance.server.framing import MEDIA_TYPES, Framing, encode, keepalive
+from parlance.server.generation.framing import MEDIA_TYPES, Framing, encode, keepalive
 
 BODY_SEND = "parlance.body_send"
 """Scope key of a `send` below the app's own middlewares (set by the access log, the

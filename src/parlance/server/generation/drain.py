@@ -1,7 +1,7 @@
 """Graceful shutdown: the server-wide drain.
 
 When the server is told to stop, it drains: new requests are refused (503 in their
-API's envelope, see `server/admission.py`), running generations may finish for
+API's envelope, see `server/http/admission.py`), running generations may finish for
 `grace` seconds, and then every one still running is stopped with
 `ServerShuttingDown`, so its stream ends by its dialect's contract (an error frame
 and `[DONE]`, `response.failed`, LM Studio's `error` and `chat.end`) and a

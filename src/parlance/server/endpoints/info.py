@@ -15,8 +15,8 @@ from parlance.dialects.anthropic import models as anthropic_models
 from parlance.dialects.base import ErrorResponse
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModels
-from parlance.server.endpoints import answering
-from parlance.server.handler import ServerSettings
+from parlance.server.endpoints.answering import answering
+from parlance.server.settings import ServerSettings
 
 
 def _model_object(shown_id: str, created: int) -> dict[str, Any]:

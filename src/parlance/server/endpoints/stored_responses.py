@@ -13,12 +13,13 @@ from parlance.dialects.base import Call
 from parlance.dialects.openai_common import render_error
 from parlance.dialects.openai_responses import OpenAIResponses, replay
 from parlance.models.served import ServedModels
-from parlance.server.background import BackgroundRuns
-from parlance.server.body import read_json
-from parlance.server.endpoints import answering
-from parlance.server.handler import ServerSettings, prompt_tokens
-from parlance.server.memory import Memory
-from parlance.server.streaming import EventStreamResponse
+from parlance.server.body.reader import read_json
+from parlance.server.endpoints.answering import answering
+from parlance.server.generation.background import BackgroundRuns
+from parlance.server.generation.conversations import Memory
+from parlance.server.generation.handler import prompt_tokens
+from parlance.server.generation.streaming import EventStreamResponse
+from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore, StoredResponse
 
 

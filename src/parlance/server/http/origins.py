@@ -28,9 +28,9 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parlance.core.errors import Forbidden
-from parlance.server.handler import ServerSettings
-from parlance.server.refusal import refuse
+from parlance.server.http.refusal import refuse
 from parlance.server.routes import error_renderer
+from parlance.server.settings import ServerSettings
 
 ANY = "*"
 ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"

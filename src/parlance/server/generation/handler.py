@@ -3,39 +3,28 @@
 parse → resolve model → engine.start (all refusals happen here, before any
 byte is sent) → either a frame stream or `render(accumulate(events))`.
 It owns the request deadline, the mid-stream error frame and cancellation.
-Its `start` and `frames` also serve WebSocket mode (`server/socket_mode.py`) and
-background responses (`server/background.py`).
+Its `start` and `frames` also serve WebSocket mode (`server/generation/socket_mode.py`) and
+background responses (`server/generation/background.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from parlance.config import DEFAULT_MAX_BODY_MB
 from parlance.core.accumulate import Accumulator
-from parlance.core.errors import (
-    ContextOverflow,
-    EngineFailure,
-    InvalidRequest,
-    ParlanceError,
-    RequestTimeout,
-)
-from parlance.core.events import Event, Failed, Usage
+from parlance.core.errors import ContextOverflow, InvalidRequest, ParlanceError
+from parlance.core.events import Failed
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import (
     Call,
     Dialect,
-    ErrorResponse,
     Frame,
     Pings,
     ReportsLoading,
@@ -45,51 +34,27 @@ from parlance.dialects.base import (
 )
 from parlance.engines.base import Generation
 from parlance.integrations.loop import ToolLoop
-from parlance.integrations.settings import IntegrationSettings
 from parlance.integrations.toolbox import Toolbox
 from parlance.models.served import LoadOptions, ServedModel, ServedModels
-from parlance.server.access_log import AccessRecord, access_record
-from parlance.server.auth import authorize
-from parlance.server.body import read_json
-from parlance.server.drain import Drain, Stoppable
-from parlance.server.loading import LoadingGeneration
-from parlance.server.memory import Memory
-from parlance.server.streaming import EventStreamResponse
-from parlance.store.responses import DEFAULT_RETENTION, ResponseStore
+from parlance.server.body.reader import read_json
+from parlance.server.generation.conversations import Memory
+from parlance.server.generation.loading import LoadingGeneration
+from parlance.server.generation.streaming import EventStreamResponse
+from parlance.server.generation.supervision import (
+    Started,
+    StopSwitch,
+    Watch,
+    guarded,
+    race_disconnect,
+)
+from parlance.server.http.access_log import AccessRecord, access_record
+from parlance.server.http.auth import authorize
+from parlance.server.http.refusal import error_response
+from parlance.server.settings import ServerSettings
+from parlance.store.responses import ResponseStore
 
 if TYPE_CHECKING:
-    from parlance.server.background import BackgroundRuns
-
-log = logging.getLogger("parlance.server")
-
-
-@dataclass(frozen=True, slots=True)
-class ServerSettings:
-    api_keys: tuple[str, ...] = ()
-    keepalive_seconds: float = 10.0
-    request_timeout: float = 120.0
-    data_dir: Path | None = None  # stored responses; None keeps them in memory
-    responses_retention: int = DEFAULT_RETENTION
-    integrations: IntegrationSettings = field(default_factory=IntegrationSettings)
-    models_dir: Path | None = None  # where downloads go (and the catalog looks)
-    download_allow_hosts: tuple[str, ...] = ()  # non-public hosts downloads may reach
-    # What a browser may do (server/origins.py): origins allowed beside loopback ones and
-    # Host names beside loopback names ("*": any), and the address the server listens on:
-    # a loopback one turns the Host check on; None (tests, an embedding) leaves it off
-    # unless allowed_hosts is given.
-    allowed_origins: tuple[str, ...] = ()
-    allowed_hosts: tuple[str, ...] = ()
-    bind_host: str | None = None
-    max_body_bytes: int = DEFAULT_MAX_BODY_MB * 2**20  # larger request bodies get a 413
-    shutdown_grace: float = 10.0  # seconds running generations may finish on shutdown
-
-
-def error_json(rendered: ErrorResponse) -> Response:
-    return JSONResponse(rendered.body, rendered.status, headers=rendered.headers)
-
-
-def error_response(dialect: Dialect[Any], error: ParlanceError) -> Response:
-    return error_json(dialect.render_error(error))
+    from parlance.server.generation.background import BackgroundRuns
 
 
 class GenerationHandler:
@@ -295,141 +260,3 @@ def _with_tools(call: Call, toolbox: Toolbox) -> Call:
         raise InvalidRequest(f"tool_choice names the tool '{choice.name}', which no tool "
                              "server of this request offers.", param="tool_choice")
     return replace(call, request=replace(request, tools=tools))
-
-
-@dataclass(frozen=True, slots=True)
-class Watch:
-    """What oversees a request's generation: its deadline (event loop time), the
-    server's drain (None: an app without one), the access record it fills in, and
-    the switch its client may stop it with (a background response's cancel)."""
-
-    deadline: float
-    drain: Drain | None
-    record: AccessRecord
-    switch: StopSwitch | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    """A call whose generation runs: nothing can refuse it any more."""
-
-    call: Call
-    served: Served
-    generation: Generation
-    watch: Watch
-    toolbox: Toolbox | None  # the request's server-side tools, closed with its stream
-    memory: Memory | None  # where its conversation is kept (stateful dialects)
-
-
-async def guarded(generation: Generation, watch: Watch) -> AsyncGenerator[Event, None]:
-    """The generation's events, ending by contract whatever happens: past the
-    deadline, when the server's drain ends its grace, when the engine raises, or
-    when the engine's stream ends before its final `Usage` (a broken contract), the
-    last event is a `Failed`. On the way out (normal end, failure or the consumer
-    leaving) the generation is cancelled, which frees what it holds."""
-    stopper = Stopper(generation, watch)
-    record = watch.record
-    ended = False
-    failure: ParlanceError | None = None
-    try:
-        async for event in generation:
-            if isinstance(event, Usage | Failed):
-                ended = True
-                stopper.settle()
-            record.observe(event)
-            yield event
-        if not ended:
-            failure = stopper.reason or EngineFailure(
-                "The engine ended the stream before it finished.", code="incomplete_stream")
-    except ParlanceError as exc:
-        failure = exc
-    except Exception as exc:
-        log.exception("engine stream failed")
-        failure = EngineFailure(f"The engine failed: {exc}")
-    finally:
-        stopper.settle()
-        generation.cancel()
-    if failure is not None:
-        failed = Failed(failure)
-        record.observe(failed)
-        yield failed
-
-
-class Stopper:
-    """Ends one generation early and remembers why: the request deadline (one timer
-    per request), the server's drain or the request's stop switch. The generation is
-    cancelled, its stream then ends (the engine contract) and `guarded` reports `reason`.
-
-    One timer instead of a timeout scope around every event keeps the per-token
-    work of the event loop small; on a small CPU that work competes with decoding.
-    """
-
-    def __init__(self, generation: Generation, watch: Watch) -> None:
-        self.reason: ParlanceError | None = None
-        self._generation = generation
-        self._settled = False
-        self._overseers = [o for o in (watch.drain, watch.switch) if o is not None]
-        self._handle = asyncio.get_running_loop().call_at(watch.deadline, self._expire)
-        for overseer in self._overseers:
-            overseer.enrol(self)
-
-    def stop(self, reason: ParlanceError) -> None:
-        if self._settled or self.reason is not None:
-            return
-        self.reason = reason
-        self._generation.cancel()
-
-    def _expire(self) -> None:
-        self.stop(RequestTimeout())
-
-    def settle(self) -> None:
-        """The work is over (done, failed or abandoned): a late stop changes nothing."""
-        if not self._settled:
-            self._settled = True
-            self._handle.cancel()
-            for overseer in self._overseers:
-                overseer.leave(self)
-
-
-class StopSwitch:
-    """Stops the generation enrolled in it (`Stopper`), now or as soon as it enrols:
-    a background response's cancel endpoint, which may come before the generation's
-    stream is being read."""
-
-    def __init__(self) -> None:
-        self.reason: ParlanceError | None = None
-        self._running: set[Stoppable] = set()
-
-    def stop(self, reason: ParlanceError) -> None:
-        self.reason = reason
-        for work in list(self._running):
-            work.stop(reason)
-
-    def enrol(self, work: Stoppable) -> None:
-        if self.reason is not None:
-            work.stop(self.reason)
-        else:
-            self._running.add(work)
-
-    def leave(self, work: Stoppable) -> None:
-        self._running.discard(work)
-
-
-async def race_disconnect(request: Request, work: Any) -> bool:
-    """Run `work`; True if the client disconnected first (work is then cancelled)."""
-    left = False
-    async with anyio.create_task_group() as group:
-
-        async def watch() -> None:
-            nonlocal left
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            left = True
-            group.cancel_scope.cancel()
-
-        group.start_soon(watch)
-        await work
-        group.cancel_scope.cancel()
-    return left
-
-

@@ -11,8 +11,8 @@ from starlette.responses import JSONResponse
 
 from parlance.core.errors import ParlanceError
 from parlance.dialects.base import ErrorResponse
-from parlance.server.auth import authorize
-from parlance.server.handler import error_json
+from parlance.server.http.auth import authorize
+from parlance.server.http.refusal import error_json
 
 Work = Callable[[Request], Awaitable[Any]]  # a Response (or any ASGI app), or a dict
 Endpoint = Callable[[Request], Awaitable[Any]]

@@ -23,9 +23,9 @@ from parlance.models.downloads import DownloadManager
 from parlance.models.gguf import GgufInfo, read_gguf
 from parlance.models.registry import ModelSpec
 from parlance.models.served import LoadOptions, ServedModels, file_size
-from parlance.server.body import read_json
-from parlance.server.endpoints import answering
-from parlance.server.handler import ServerSettings
+from parlance.server.body.reader import read_json
+from parlance.server.endpoints.answering import answering
+from parlance.server.settings import ServerSettings
 
 
 @functools.lru_cache(maxsize=256)

@@ -9,9 +9,10 @@ from starlette.requests import Request
 
 from parlance.dialects.anthropic import AnthropicMessages, render_error
 from parlance.models.served import ServedModels
-from parlance.server.body import read_json
-from parlance.server.endpoints import answering
-from parlance.server.handler import ServerSettings, prompt_tokens
+from parlance.server.body.reader import read_json
+from parlance.server.endpoints.answering import answering
+from parlance.server.generation.handler import prompt_tokens
+from parlance.server.settings import ServerSettings
 
 
 class MessageTokens:

@@ -9,7 +9,7 @@ descriptors. This protocol adds:
   `header_timeout` seconds of opening (or, when kept alive, of the next request's first
   byte), else it is closed. Bodies and responses (long streams) are not timed here.
 - a connection limit: a connection opened while `max_connections` are already open is
-  answered 503 (in the API's envelope, by `server/admission.py`) once its headers are
+  answered 503 (in the API's envelope, by `server/http/admission.py`) once its headers are
   read, and closed; one that sends nothing is closed by the header deadline.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from parlance.server.admission import OVER_CAPACITY
+from parlance.server.http.admission import OVER_CAPACITY
 
 log = logging.getLogger("parlance.server")
 

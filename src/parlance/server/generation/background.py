@@ -29,9 +29,9 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.errors import Cancelled, Overloaded
 from parlance.dialects.base import Backgrounds, Call, Frame, Framing
-from parlance.server.framing import dumps
-from parlance.server.handler import Started, StopSwitch
-from parlance.server.streaming import EventStreamResponse
+from parlance.server.generation.framing import dumps
+from parlance.server.generation.streaming import EventStreamResponse
+from parlance.server.generation.supervision import Started, StopSwitch
 from parlance.store.responses import ResponseStore
 
 log = logging.getLogger("parlance.server")

@@ -5,10 +5,13 @@ server answers 403)."""
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
+from typing import Any
+
+from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from parlance.dialects.base import ErrorResponse
+from parlance.core.errors import ParlanceError
+from parlance.dialects.base import Dialect, ErrorResponse
 
 
 async def refuse(scope: Scope, receive: Receive, send: Send, rendered: ErrorResponse,
@@ -22,3 +25,12 @@ async def refuse(scope: Scope, receive: Receive, send: Send, rendered: ErrorResp
             await send({"type": "websocket.close", "code": 1008})  # policy violation
             return
     await response(scope, receive, send)
+
+
+def error_json(rendered: ErrorResponse) -> Response:
+    """A rendered error as an HTTP response, for any endpoint."""
+    return JSONResponse(rendered.body, rendered.status, headers=rendered.headers)
+
+
+def error_response(dialect: Dialect[Any], error: ParlanceError) -> Response:
+    return error_json(dialect.render_error(error))

@@ -13,8 +13,8 @@ from parlance.engines.metrics import EngineMetrics, Histogram
 from parlance.engines.upstream import Replica
 from parlance.models.served import ServedModels
 from parlance.models.upstream import UpstreamModels
-from parlance.server.endpoints import answering
-from parlance.server.handler import ServerSettings
+from parlance.server.endpoints.answering import answering
+from parlance.server.settings import ServerSettings
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

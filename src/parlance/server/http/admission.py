@@ -1,15 +1,15 @@
 """Whether a request (or a WebSocket handshake) is served at all. Refused with 503, in
 the envelope of the API its path belongs to, and `Connection: close`: while the server
 drains, and on a connection accepted beyond the connection limit
-(`server/connections.py` marks its scope)."""
+(`server/http/connections.py` marks its scope)."""
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from parlance.core.errors import ParlanceError, ServerShuttingDown, TooManyConnections
-from parlance.server.drain import Drain
-from parlance.server.refusal import refuse
+from parlance.server.generation.drain import Drain
+from parlance.server.http.refusal import refuse
 from parlance.server.routes import error_renderer
 
 # The scope extension a connection over the limit carries: the limit it exceeded.

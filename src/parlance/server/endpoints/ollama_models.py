@@ -49,10 +49,10 @@ from parlance.models.gguf import GgufHeader, GgufInfo, describe, header_digest, 
 from parlance.models.registry import ModelSpec, name_variants, tagged
 from parlance.models.removal import NotRemovable, removable_files, remove_model_files
 from parlance.models.served import ServedModel, ServedModels, file_size
-from parlance.server.body import read_json
-from parlance.server.endpoints import answering
-from parlance.server.handler import ServerSettings
-from parlance.server.streaming import EventStreamResponse
+from parlance.server.body.reader import read_json
+from parlance.server.endpoints.answering import answering
+from parlance.server.generation.streaming import EventStreamResponse
+from parlance.server.settings import ServerSettings
 
 PROGRESS_EVERY = 0.5  # seconds between pull progress lines while bytes arrive
 NOT_PULLABLE = ("Parlance cannot pull '{name}': it is no model this server has, and "

@@ -22,10 +22,12 @@ from parlance.core.embeddings import Embeddings
 from parlance.core.errors import ParlanceError, RequestTimeout
 from parlance.dialects.embeddings import EmbedCall, EmbeddingDialect, EmbedServed
 from parlance.models.served import LoadOptions, ServedModel, ServedModels
-from parlance.server.access_log import access_record
-from parlance.server.auth import authorize
-from parlance.server.body import read_json
-from parlance.server.handler import ServerSettings, error_json, race_disconnect
+from parlance.server.body.reader import read_json
+from parlance.server.generation.supervision import race_disconnect
+from parlance.server.http.access_log import access_record
+from parlance.server.http.auth import authorize
+from parlance.server.http.refusal import error_json
+from parlance.server.settings import ServerSettings
 
 NO_INPUTS = Embeddings((), 0)
 

@@ -28,7 +28,7 @@ from parlance.core.events import (
     ToolCallStart,
     Usage,
 )
-from parlance.server.streaming import BODY_SEND
+from parlance.server.generation.streaming import BODY_SEND
 
 log = logging.getLogger("parlance.access")
 
