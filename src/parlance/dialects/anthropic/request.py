@@ -8,6 +8,7 @@ Claude Code, which never retries without the field.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -230,10 +231,34 @@ def _merged(messages: list[Message]) -> list[Message]:
     return out
 
 
+# Claude Code opens `system` with a line for Anthropic's billing, e.g.
+# `x-anthropic-billing-header: cc_version=2.1.197.c40; cc_entrypoint=sdk-cli; cch=…;`,
+# whose digits change on every request. Anthropic's service reads it and leaves it out of
+# the prompt; kept in, it would end the cached prompt prefix a dozen tokens in, and every
+# agent turn would evaluate its whole prompt again. Only a line of exactly this form
+# (`key=value;` pairs after the header name) is dropped.
+_PAIR = r"[ \t]*[A-Za-z_][\w.-]*=[^;\n]*"
+_BILLING_LINE = re.compile(rf"x-anthropic-billing-header:(?:{_PAIR};)*(?:{_PAIR})?[ \t]*")
+
+
+def _without_billing_lines(system: str | list[Block]) -> str | list[Block]:
+    """`system` without Claude Code's billing-header line (a block of its own, or the
+    first line of a string)."""
+    if isinstance(system, str):
+        first, _, rest = system.partition("\n")
+        return rest if _is_billing_line(first) else system
+    return [b for b in system if not (b.type == "text" and _is_billing_line(b.text or ""))]
+
+
+def _is_billing_line(text: str) -> bool:
+    return _BILLING_LINE.fullmatch(text.strip()) is not None
+
+
 def conversation(req: MessagesRequest) -> tuple[Message, ...]:
     messages: list[Message] = []
-    if req.system:
-        messages.append(Message("system", _text_blocks(req.system, "system")))
+    system = _without_billing_lines(req.system) if req.system else None
+    if system:
+        messages.append(Message("system", _text_blocks(system, "system")))
     for i, m in enumerate(req.messages):
         where = f"messages[{i}].content"
         blocks = [Block(type="text", text=m.content)] if isinstance(m.content, str) else m.content
