@@ -15,7 +15,7 @@ from parlance.dialects.anthropic import errors, result
 from parlance.dialects.anthropic.request import MessagesRequest, generation_request
 from parlance.dialects.anthropic.stream import PING, MessageEncoder
 from parlance.dialects.base import Call, ErrorResponse, Framing, Served
-from parlance.dialects.wire import parse_body
+from parlance.dialects.shared.wire import parse_body
 
 render_error = errors.render_error
 

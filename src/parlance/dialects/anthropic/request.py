@@ -22,10 +22,10 @@ from parlance.core.tools import (
     ToolChoice,
     ToolSpec,
 )
-from parlance.dialects import openai_tools
 from parlance.dialects.anthropic import mcp
 from parlance.dialects.anthropic.mcp import McpServerIn
-from parlance.dialects.wire import Probability, WireModel
+from parlance.dialects.openai import tools as openai_tools
+from parlance.dialects.shared.wire import Probability, WireModel
 
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for thinking.budget_tokens
 

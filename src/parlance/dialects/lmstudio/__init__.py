@@ -22,7 +22,7 @@ from parlance.dialects.lmstudio.request import (
 )
 from parlance.dialects.lmstudio.result import result_body, thread_messages
 from parlance.dialects.lmstudio.stream import ChatEventEncoder
-from parlance.dialects.wire import parse_body
+from parlance.dialects.shared.wire import parse_body
 from parlance.store.responses import StoredResponse
 
 # kind -> (HTTP status, LM Studio error type)

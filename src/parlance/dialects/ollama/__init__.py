@@ -30,7 +30,7 @@ from parlance.dialects.base import Call, ErrorResponse, Framing, Served
 from parlance.dialects.ollama import errors, request, result
 from parlance.dialects.ollama.request import ChatRequest, CommonRequest, GenerateRequest
 from parlance.dialects.ollama.stream import OllamaEncoder
-from parlance.dialects.wire import parse_body
+from parlance.dialects.shared.wire import parse_body
 
 render_error = errors.render_error
 

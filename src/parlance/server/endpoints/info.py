@@ -10,9 +10,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from parlance.core.errors import ParlanceError
-from parlance.dialects import anthropic, openai_common
+from parlance.dialects import anthropic
 from parlance.dialects.anthropic import models as anthropic_models
 from parlance.dialects.base import ErrorResponse
+from parlance.dialects.openai import common as openai_common
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModels
 from parlance.server.endpoints.answering import answering

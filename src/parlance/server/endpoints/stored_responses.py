@@ -10,8 +10,8 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.errors import InvalidRequest, ResourceNotFound
 from parlance.dialects.base import Call
-from parlance.dialects.openai_common import render_error
-from parlance.dialects.openai_responses import OpenAIResponses, replay
+from parlance.dialects.openai.common import render_error
+from parlance.dialects.openai.responses import OpenAIResponses, replay
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
 from parlance.server.endpoints.answering import answering

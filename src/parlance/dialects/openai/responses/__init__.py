@@ -18,13 +18,13 @@ from parlance.core.events import Event, Finish, FinishReason, Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Framing, Served
-from parlance.dialects.openai_common import new_id, now, render_error
-from parlance.dialects.openai_responses import mcp, socket
-from parlance.dialects.openai_responses import request as wire
-from parlance.dialects.openai_responses.output import OutputBuilder
-from parlance.dialects.openai_responses.sealed import Sealer
-from parlance.dialects.openai_responses.tools import toolset
-from parlance.dialects.wire import parse_body
+from parlance.dialects.openai.common import new_id, now, render_error
+from parlance.dialects.openai.responses import mcp, socket
+from parlance.dialects.openai.responses import request as wire
+from parlance.dialects.openai.responses.output import OutputBuilder
+from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.openai.responses.tools import toolset
+from parlance.dialects.shared.wire import parse_body
 from parlance.store.responses import StoredResponse
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"

@@ -12,13 +12,13 @@ from pydantic import Field, field_validator
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
 from parlance.core.tools import ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
-from parlance.dialects import openai_tools
-from parlance.dialects.openai_common import new_id
-from parlance.dialects.openai_responses import items as calls
-from parlance.dialects.openai_responses import mcp
-from parlance.dialects.openai_responses.mcp import NamedMcp
-from parlance.dialects.openai_responses.sealed import Sealer
-from parlance.dialects.openai_responses.tools import (
+from parlance.dialects.openai import tools as openai_tools
+from parlance.dialects.openai.common import new_id
+from parlance.dialects.openai.responses import items as calls
+from parlance.dialects.openai.responses import mcp
+from parlance.dialects.openai.responses.mcp import NamedMcp
+from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.openai.responses.tools import (
     FunctionTool,
     NamedCustom,
     NamedFunction,
@@ -27,8 +27,8 @@ from parlance.dialects.openai_responses.tools import (
     Tool,
     model_name,
 )
-from parlance.dialects.openai_tools import FunctionName
-from parlance.dialects.wire import WireModel
+from parlance.dialects.openai.tools import FunctionName
+from parlance.dialects.shared.wire import WireModel
 
 __all__ = ["FunctionTool", "NamedFunction", "Tool"]
 NamedTool = NamedFunction | NamedCustom | NamedShell | NamedHosted | NamedMcp

@@ -20,7 +20,7 @@ from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.events import Finish, TextDelta, TokenLogprob
 from parlance.core.request import GenerationRequest, TextInput
 from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
-from parlance.dialects.openai_common import (
+from parlance.dialects.openai.common import (
     ChunkEncoder,
     SamplingFields,
     new_id,
@@ -29,7 +29,7 @@ from parlance.dialects.openai_common import (
     token_spelling,
     usage_object,
 )
-from parlance.dialects.wire import parse_body
+from parlance.dialects.shared.wire import parse_body
 
 TokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
 

@@ -13,7 +13,7 @@ from parlance.core.errors import ParlanceError
 from parlance.core.events import Event, Finish, TextDelta, TopLogprob, Usage
 from parlance.core.request import SamplingParams
 from parlance.dialects.base import DONE, ErrorResponse, Frame
-from parlance.dialects.wire import Probability, WireModel
+from parlance.dialects.shared.wire import Probability, WireModel
 
 # kind -> (HTTP status, OpenAI error type). 403 for context overflow follows seed 004.
 _STATUS = {

@@ -29,9 +29,9 @@ from parlance.core.events import (
     ToolsListed,
 )
 from parlance.core.tools import ToolProvider, ToolSpec
-from parlance.dialects.openai_common import new_id, token_spelling
-from parlance.dialects.openai_responses import items as calls
-from parlance.dialects.openai_responses.tools import ToolRef, Toolset
+from parlance.dialects.openai.common import new_id, token_spelling
+from parlance.dialects.openai.responses import items as calls
+from parlance.dialects.openai.responses.tools import ToolRef, Toolset
 
 PENDING = "pending"  # an item announced once whole: its arguments are still coming
 

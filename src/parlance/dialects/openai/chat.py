@@ -29,9 +29,9 @@ from parlance.core.events import (
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.core.tools import ReasoningRequest
-from parlance.dialects import openai_tools
 from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
-from parlance.dialects.openai_common import (
+from parlance.dialects.openai import tools as openai_tools
+from parlance.dialects.openai.common import (
     ChunkEncoder,
     SamplingFields,
     new_id,
@@ -40,8 +40,8 @@ from parlance.dialects.openai_common import (
     token_spelling,
     usage_object,
 )
-from parlance.dialects.openai_tools import ChatTool, EffortIn, ResponseFormatIn, ToolChoiceIn
-from parlance.dialects.wire import WireModel, parse_body
+from parlance.dialects.openai.tools import ChatTool, EffortIn, ResponseFormatIn, ToolChoiceIn
+from parlance.dialects.shared.wire import WireModel, parse_body
 
 
 class ContentPart(WireModel):

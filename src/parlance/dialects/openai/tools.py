@@ -16,7 +16,7 @@ from parlance.core.tools import (
     ToolChoice,
     ToolSpec,
 )
-from parlance.dialects.wire import WireModel
+from parlance.dialects.shared.wire import WireModel
 
 FunctionName = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_\-]{1,64}$")]
 
