@@ -35,6 +35,7 @@ def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     for module in ("parlance.dialects.openai.responses.output",
                    "parlance.dialects.openai.responses.request"):
         monkeypatch.setattr(f"{module}.new_id", lambda prefix: f"{prefix}test")
+    monkeypatch.setattr("parlance.dialects.openai.responses.result.now", lambda: 1700000000)
     monkeypatch.setattr("parlance.engines.parsing.calls.new_call_id", lambda: "call_test")
     monkeypatch.setattr("parlance.dialects.lmstudio.new_response_id", lambda: "resp_" + "0" * 48)
     monkeypatch.setattr("parlance.dialects.anthropic.result.new_message_id", lambda: "msg_test")

@@ -17,7 +17,7 @@ from parlance.dialects.embedding_base import EmbeddingDialect
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.ollama import OllamaChat, OllamaGenerate
 from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
-from parlance.dialects.openai import common as openai_common
+from parlance.dialects.openai import errors as openai_errors
 from parlance.dialects.openai.chat import OpenAIChat
 from parlance.dialects.openai.completions import OpenAICompletions
 from parlance.dialects.openai.embeddings import OpenAIEmbeddings
@@ -83,7 +83,7 @@ def error_renderer(path: str) -> Callable[[ParlanceError], ErrorResponse]:
         return ollama.render_error
     if any(path == p or path.startswith(p + "/") for p in ANTHROPIC_PATHS):
         return anthropic.render_error
-    return openai_common.render_error
+    return openai_errors.render_error
 
 
 def build_routes(models: ServedModels, settings: ServerSettings,

@@ -36,11 +36,12 @@ from parlance.dialects.openai.common import (
     SamplingFields,
     new_id,
     now,
-    render_error,
     token_spelling,
     usage_object,
 )
+from parlance.dialects.openai.errors import render_error
 from parlance.dialects.openai.tools import ChatTool, EffortIn, ResponseFormatIn, ToolChoiceIn
+from parlance.dialects.shared import tools as neutral_tools
 from parlance.dialects.shared.wire import WireModel, parse_body
 
 
@@ -246,7 +247,7 @@ class OpenAIChat:
 
     def parse(self, body: Any) -> ChatCall:
         req = parse_body(ChatRequest, body)
-        tools = openai_tools.tool_specs([t.function for t in req.tools or ()],
+        tools = neutral_tools.tool_specs([t.function for t in req.tools or ()],
                                         "tools[{i}].function")
         request = GenerationRequest(
             model=req.model or "",

@@ -25,10 +25,10 @@ from parlance.dialects.openai.common import (
     SamplingFields,
     new_id,
     now,
-    render_error,
     token_spelling,
     usage_object,
 )
+from parlance.dialects.openai.errors import render_error
 from parlance.dialects.shared.wire import parse_body
 
 TokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]

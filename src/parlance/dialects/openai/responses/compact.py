@@ -22,13 +22,15 @@ from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.events import Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
+from parlance.core.stored import StoredResponse
 from parlance.dialects.base import Call, Encoder, ErrorResponse, Framing, Served
-from parlance.dialects.openai.common import new_id, now, render_error
-from parlance.dialects.openai.responses import conversation, resolve_references, usage_object
+from parlance.dialects.openai.common import new_id, now
+from parlance.dialects.openai.errors import render_error
 from parlance.dialects.openai.responses import request as wire
+from parlance.dialects.openai.responses.request import conversation, resolve_references
+from parlance.dialects.openai.responses.result import usage_object
 from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.dialects.shared.wire import WireModel, parse_body
-from parlance.store.responses import StoredResponse
 
 SUMMARY_MAX_TOKENS = 512  # about 400 words: room for a handoff, bounded time on a CPU
 SUMMARISE = (
