@@ -1,5 +1,6 @@
 """Anthropic Messages (`POST /v1/messages`, `POST /v1/messages/count_tokens`), as Claude
-Code and the Claude Agent SDK speak it. See reference stream-contracts.md part C.
+Code and the Claude Agent SDK speak it: SSE streams whose event names equal their
+`type`, kept alive by `ping` events.
 
 `request.py` reads the body, `stream.py` encodes the SSE stream, `result.py` renders
 the Message object, `errors.py` the error envelope, `models.py` the model list."""

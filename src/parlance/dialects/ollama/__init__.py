@@ -1,5 +1,5 @@
 """Ollama's native API (`POST /api/chat`, `POST /api/generate`; the model endpoints and
-embeddings live beside them), NDJSON streams. See reference stream-contracts.md part D.
+embeddings live beside them), NDJSON streams ending in a `done: true` line.
 
 `request.py` reads the bodies, `stream.py` encodes the NDJSON lines, `result.py` the
 objects they and a `stream: false` answer share, `errors.py` the error envelope every

@@ -1,6 +1,6 @@
 """OpenAI Chat Completions (`POST /v1/chat/completions`).
 
-Stream contract (seed 002/004): a role chunk, content chunks, one finish chunk
+The stream, in OpenAI's order: a role chunk, content chunks, one finish chunk
 per choice with an empty delta, the usage chunk (only with
 `stream_options.include_usage`, carrying time_to_first_token in ms and
 throughput_after_first_token in tokens/s), then `data: [DONE]`. `id`, `role`
@@ -167,7 +167,7 @@ def logprob_content(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> li
 
 class ChatEncoder(ChunkEncoder):
     object_type = "chat.completion.chunk"
-    envelope_extra = {"usage": None}  # seed 004: every chunk but the last says usage: null
+    envelope_extra = {"usage": None}  # as OpenAI's: every chunk but the usage one says null
     usage_details = True
 
     def __init__(self, call: ChatCall, served: Served) -> None:
@@ -184,7 +184,7 @@ class ChatEncoder(ChunkEncoder):
 
     def open(self) -> list[Frame]:
         """Each choice's first chunk names the role, before any content of any choice,
-        and carries nothing else (seed 002: an empty `content` makes the Vercel AI SDK
+        and carries nothing else (an empty `content` makes the Vercel AI SDK
         open an empty text part, before tool calls too)."""
         logprobs: dict[str, Any] | None = (
             {"content": [], "refusal": None} if self._logprobs else None)

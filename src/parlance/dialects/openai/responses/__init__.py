@@ -14,7 +14,6 @@ from typing import Any
 
 from parlance.core.accumulate import Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
-from parlance.core.events import FinishReason
 from parlance.core.stored import StoredResponse
 from parlance.dialects.base import ErrorResponse, Frame, Framing, Served
 from parlance.dialects.openai.common import new_id, now
@@ -28,7 +27,7 @@ from parlance.dialects.openai.responses.request import (
     input_items,
     resolve_references,
 )
-from parlance.dialects.openai.responses.result import output_builder, response_object
+from parlance.dialects.openai.responses.result import finished_response
 from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.dialects.openai.responses.stream import ResponsesEncoder
 from parlance.dialects.shared.wire import parse_body
@@ -142,16 +141,7 @@ class OpenAIResponses:
 
     def render(self, call: ResponsesCall, served: Served,
                completion: Completion) -> dict[str, Any]:
-        builder = output_builder(call, self.sealer)
-        choice = completion.choice(0)
-        builder.replay(choice)
-        incomplete = choice.finish_reason is FinishReason.LENGTH
-        for item in builder.items:
-            if incomplete and item is builder.items[-1]:
-                item["status"] = "incomplete"
-        return response_object(call, served.model,
-                               status="incomplete" if incomplete else "completed",
-                               output=builder.items, usage=completion.usage)
+        return finished_response(call, served.model, completion, self.sealer)
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:
         return render_error(in_responses_terms(error))

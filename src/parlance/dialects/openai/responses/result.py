@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from parlance.core.accumulate import Completion
 from parlance.core.errors import ParlanceError
-from parlance.core.events import Usage
+from parlance.core.events import FinishReason, Usage
 from parlance.dialects.base import DONE, Frame
 from parlance.dialects.openai.common import now
 from parlance.dialects.openai.responses.output import OutputBuilder
@@ -80,6 +81,20 @@ def output_builder(call: ResponsesCall, sealer: Sealer) -> OutputBuilder:
             return sealer.seal(REASONING, text)
     return OutputBuilder(logprobs=call.request.logprobs is not None, listed=listed,
                          tools=toolset(call.body.tools or [], call.context), seal=seal)
+
+
+def finished_response(call: ResponsesCall, model: str, completion: Completion,
+                      sealer: Sealer) -> dict[str, Any]:
+    """The answer to a call without `stream`: its finished choice's items, the last one
+    incomplete when the output cap cut it short."""
+    builder = output_builder(call, sealer)
+    choice = completion.choice(0)
+    builder.replay(choice)
+    incomplete = choice.finish_reason is FinishReason.LENGTH
+    if incomplete and builder.items:
+        builder.items[-1]["status"] = "incomplete"
+    return response_object(call, model, status="incomplete" if incomplete else "completed",
+                           output=builder.items, usage=completion.usage)
 
 
 def terminal_event(status: str) -> str:
