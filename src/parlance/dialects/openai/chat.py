@@ -70,7 +70,8 @@ class MessageIn(WireModel):
 
 
 class ReasoningIn(WireModel):
-    """Seed 004's `reasoning: {"effort": …}`, read like `reasoning_effort`."""
+    """`reasoning: {"effort": …}` (the Responses API's spelling, which some Chat
+    clients send too), read like `reasoning_effort`."""
 
     effort: EffortIn | None = None
 
