@@ -39,9 +39,13 @@ def test_the_tree_keeps_every_contract():
      "only the server (and the CLI) import the server"),
     ("dialects/bad.py", "from parlance.engines.llamacpp import engine",
      "dialects never import an engine's implementation"),
-    ("engines/parsing/bad.py", "import parlance.dialects.openai_chat",
+    ("engines/parsing/bad.py", "import parlance.dialects.openai.chat",
      "engines never know a dialect"),
     ("net/bad.py", "from parlance.integrations import toolbox", "net imports only core"),
+    ("dialects/anthropic/bad.py", "from parlance.dialects.openai import tools",
+     "no dialect imports another"),
+    ("dialects/bad.py", "from parlance.store import responses",
+     "dialects know neither the store nor the engine seam"),
 ])
 def test_a_wrong_import_breaks_its_contract(tmp_path, module, bad_import, contract):
     shutil.copytree(ROOT / "src" / "parlance", tmp_path / "src" / "parlance",

@@ -28,13 +28,14 @@ def assert_transcript(name: str, body: str) -> None:
 @pytest.fixture
 def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ids and timestamps stable so transcripts compare byte for byte."""
-    for module in ("parlance.dialects.openai_chat", "parlance.dialects.openai_completions",
-                   "parlance.dialects.openai_responses"):
+    for module in ("parlance.dialects.openai.chat", "parlance.dialects.openai.completions",
+                   "parlance.dialects.openai.responses"):
         monkeypatch.setattr(f"{module}.new_id", lambda prefix: f"{prefix}test")
         monkeypatch.setattr(f"{module}.now", lambda: 1700000000)
-    for module in ("parlance.dialects.openai_responses.output",
-                   "parlance.dialects.openai_responses.request"):
+    for module in ("parlance.dialects.openai.responses.output",
+                   "parlance.dialects.openai.responses.request"):
         monkeypatch.setattr(f"{module}.new_id", lambda prefix: f"{prefix}test")
+    monkeypatch.setattr("parlance.dialects.openai.responses.result.now", lambda: 1700000000)
     monkeypatch.setattr("parlance.engines.parsing.calls.new_call_id", lambda: "call_test")
     monkeypatch.setattr("parlance.dialects.lmstudio.new_response_id", lambda: "resp_" + "0" * 48)
     monkeypatch.setattr("parlance.dialects.anthropic.result.new_message_id", lambda: "msg_test")

@@ -10,9 +10,9 @@ import pytest
 
 from parlance.core.embeddings import EmbeddingInput, Embeddings, Normalize, shortened, unit
 from parlance.core.errors import ContextOverflow, InvalidRequest
-from parlance.dialects.embeddings import EmbedServed
+from parlance.dialects.embedding_base import EmbedServed
 from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
-from parlance.dialects.openai_embeddings import OpenAIEmbeddings, vector_base64
+from parlance.dialects.openai.embeddings import OpenAIEmbeddings, vector_base64
 
 SERVED = EmbedServed("m", 0.25, 1.5)
 RESULT = Embeddings(([0.6, 0.8, 0.0], [0.0, 0.0, 1.0]), 7)

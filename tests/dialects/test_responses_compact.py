@@ -14,7 +14,7 @@ import pytest
 from openresponses_types import types as spec
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
-from parlance.dialects.openai_responses.compact import SUMMARISE, SUMMARY_MAX_TOKENS
+from parlance.dialects.openai.responses.compact import SUMMARISE, SUMMARY_MAX_TOKENS
 from parlance.engines.fake import FakeEngine
 from parlance.server.sealing import KEY_FILE
 from tests.conftest import make_app

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from parlance.core.errors import InvalidRequest
-from parlance.dialects.openai_chat import ChatRequest
-from parlance.dialects.openai_completions import CompletionRequest
-from parlance.dialects.wire import LIST_SLICE, parse_body
+from parlance.dialects.openai.chat import ChatRequest
+from parlance.dialects.openai.completions import CompletionRequest
+from parlance.dialects.shared.wire import LIST_SLICE, parse_body
 
 COUNT = 2 * LIST_SLICE + 345
 

@@ -36,10 +36,10 @@ from parlance.dialects.ollama.models import (
 )
 from parlance.dialects.ollama.request import ChatRequest as OllamaChatRequest
 from parlance.dialects.ollama.request import GenerateRequest as OllamaGenerateRequest
-from parlance.dialects.openai_chat import ChatRequest
-from parlance.dialects.openai_completions import CompletionRequest
-from parlance.dialects.openai_embeddings import EmbeddingsBody
-from parlance.dialects.openai_responses.request import ResponsesRequest
+from parlance.dialects.openai.chat import ChatRequest
+from parlance.dialects.openai.completions import CompletionRequest
+from parlance.dialects.openai.embeddings import EmbeddingsBody
+from parlance.dialects.openai.responses.request import ResponsesRequest
 from parlance.engines.fake import FakeEngine
 from tests.anthropic_contract import stream_events
 from tests.conftest import make_app

@@ -1,7 +1,9 @@
 """Typed domain errors.
 
 Engines and dialect parsers raise these; each dialect renders them in its own
-envelope and status code, so no layer ever matches error *text*.
+envelope, so no layer ever matches error *text*. Each class carries the HTTP status
+most APIs answer it with (`status`); a dialect overrides only where its API answers
+otherwise (`dialects/*/errors.py`).
 
     ParlanceError
     ├── InvalidRequest          bad field, type or value (param names the field)
@@ -20,7 +22,8 @@ envelope and status code, so no layer ever matches error *text*.
     │   ├── ServerShuttingDown  draining before exit: new work refused, late work ended
     │   ├── ModelUnloaded       the model went away while the request was running
     │   └── TooManyConnections  the connection limit is reached
-    ├── ToolServerUnreachable   an MCP server for server-side tools failed us
+    ├── ToolServerUnreachable   an MCP server the request named cannot be used
+    │   └── ToolServerFailed    the operator's configured MCP server (a plugin) failed
     ├── NotImplementedHere      a documented feature this server does not offer
     └── EngineFailure           the engine broke while generating
 """
@@ -29,9 +32,12 @@ from __future__ import annotations
 
 
 class ParlanceError(Exception):
-    """Base of every error a client can be told about."""
+    """Base of every error a client can be told about. `kind` names it in the access
+    log; `retry_after` (seconds) is sent as Retry-After by every dialect."""
 
     kind = "internal"
+    status = 500
+    retry_after: float | None = None
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -42,10 +48,12 @@ class ParlanceError(Exception):
 
 class InvalidRequest(ParlanceError):
     kind = "invalid_request"
+    status = 400
 
 
 class PayloadTooLarge(ParlanceError):
     kind = "payload_too_large"
+    status = 413
 
     def __init__(self, message: str):
         super().__init__(message, code="payload_too_large")
@@ -53,14 +61,17 @@ class PayloadTooLarge(ParlanceError):
 
 class AuthenticationFailed(ParlanceError):
     kind = "authentication"
+    status = 401
 
 
 class Forbidden(ParlanceError):
     kind = "forbidden"
+    status = 403
 
 
 class ModelNotFound(ParlanceError):
     kind = "model_not_found"
+    status = 404
 
     def __init__(self, model: str):
         super().__init__(
@@ -73,24 +84,29 @@ class ModelNotFound(ParlanceError):
 
 class RouteNotFound(ParlanceError):
     kind = "route_not_found"
+    status = 404
 
 
 class ResourceNotFound(ParlanceError):
     """No stored object (a response, a chat) by that id."""
 
     kind = "not_found"
+    status = 404
 
 
 class MethodNotAllowed(ParlanceError):
     kind = "method_not_allowed"
+    status = 405
 
 
 class ContextOverflow(ParlanceError):
     kind = "context_overflow"
+    status = 400
 
 
 class Overloaded(ParlanceError):
     kind = "overloaded"
+    status = 429
 
     def __init__(self, message: str, *, retry_after: float = 1.0):
         super().__init__(message, code="queue_full")
@@ -99,6 +115,7 @@ class Overloaded(ParlanceError):
 
 class RequestTimeout(ParlanceError):
     kind = "timeout"
+    status = 504
 
     def __init__(self, message: str = "The request ran past the server's request timeout."):
         super().__init__(message, code="request_timeout")
@@ -108,6 +125,7 @@ class Cancelled(ParlanceError):
     """Not a failure: the client asked to stop it. The stream ends as cancelled."""
 
     kind = "cancelled"
+    status = 500
 
     def __init__(self, message: str = "The response was cancelled."):
         super().__init__(message, code="cancelled")
@@ -117,6 +135,7 @@ class Unavailable(ParlanceError):
     """Nothing wrong with the request: the server cannot serve it now (503)."""
 
     kind = "unavailable"
+    status = 503
 
 
 class ServerShuttingDown(Unavailable):
@@ -139,25 +158,37 @@ class TooManyConnections(Unavailable):
 
 
 class ToolServerUnreachable(ParlanceError):
-    """`configured`: the operator's own server (a plugin) rather than one the request
-    named. `server_fault`: the operator's server is broken, not the request."""
+    """An MCP server the request named cannot be used (not allowed, refused by the
+    address guard, unreachable, failing): the request's fault. `configured`: the
+    request named the operator's own server (a plugin) rather than giving a URL."""
 
     kind = "tool_server"
+    status = 400
 
-    def __init__(self, message: str, *, configured: bool, param: str | None = None,
-                 client_fault: bool = False):
+    def __init__(self, message: str, *, configured: bool, param: str | None = None):
         super().__init__(message, param=param,
                          code="plugin_connection_error" if configured else "mcp_connection_error")
-        self.configured = configured
-        self.server_fault = configured and not client_fault
+
+
+class ToolServerFailed(ToolServerUnreachable):
+    """The operator's configured MCP server (a plugin) failed: the server's fault, not
+    the request's."""
+
+    kind = "tool_server_failed"
+    status = 500
+
+    def __init__(self, message: str, *, param: str | None = None):
+        super().__init__(message, configured=True, param=param)
 
 
 class NotImplementedHere(ParlanceError):
     kind = "not_implemented"
+    status = 501
 
 
 class EngineFailure(ParlanceError):
     kind = "engine_failure"
+    status = 500
 
     def __init__(self, message: str, *, code: str = "engine_error"):
         super().__init__(message, code=code)

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from parlance.core.accumulate import Completion
-from parlance.core.errors import Overloaded, ParlanceError
+from parlance.core.errors import ParlanceError
 from parlance.core.events import Event
+from parlance.core.prompts import PromptInfo
 from parlance.core.request import GenerationRequest
-from parlance.engines.base import PromptInfo
-from parlance.store.responses import StoredResponse
+from parlance.core.stored import StoredResponse
 
 DONE = "[DONE]"
 Framing = Literal["sse", "ndjson"]  # how the transport writes frames
@@ -33,9 +33,9 @@ class ErrorResponse:
     @classmethod
     def of(cls, error: ParlanceError, status: int, body: dict[str, Any]) -> ErrorResponse:
         """The HTTP-level headers every dialect sends with an error (Retry-After when
-        the server is overloaded) added to the dialect's own status and body."""
+        the error says when to retry) added to the dialect's own status and body."""
         headers = {}
-        if isinstance(error, Overloaded):
+        if error.retry_after is not None:
             headers["retry-after"] = str(max(1, round(error.retry_after)))
         return cls(status, body, headers)
 
@@ -78,6 +78,25 @@ class Encoder(Protocol):
         """The stream must end early with this error, by the dialect's contract."""
 
 
+@runtime_checkable
+class StatefulEncoder(Encoder, Protocol):
+    """The encoder of a `Stateful` dialect, which also says what its stream amounts to."""
+
+    def outcome(self) -> dict[str, Any]:
+        """The response to store once the stream is over: the one its end announced,
+        or, for a stream that never reached its end (the client left), the response
+        so far as the dialect keeps a cut-short one."""
+
+
+def outcome(encoder: Encoder) -> dict[str, Any]:
+    """What a stateful dialect's stream amounts to. The server holds every encoder as
+    an `Encoder`; a `Stateful` dialect's are `StatefulEncoder`s by its contract."""
+    if not isinstance(encoder, StatefulEncoder):
+        raise TypeError(f"{type(encoder).__name__} is not a StatefulEncoder: a Stateful "
+                        "dialect's encoder must report its outcome")
+    return encoder.outcome()
+
+
 # A dialect's own Call subclass: what `parse` returns is what the others take back.
 C = TypeVar("C", bound=Call)
 C_in = TypeVar("C_in", bound=Call, contravariant=True)
@@ -102,6 +121,8 @@ class Stateful(Protocol[C]):
     `stored_kind` keeps each API's stored conversations apart."""
 
     stored_kind: str
+
+    def encoder(self, call: C, served: Served) -> StatefulEncoder: ...
 
     def previous_id(self, call: C) -> str | None: ...
 

@@ -1,4 +1,4 @@
-"""The narrow engine seam every backend implements (llama.cpp, fake, later upstream).
+"""The narrow engine seam every backend implements (llama.cpp, upstream, fake).
 
 `start()` does everything that can fail *before* a response begins (render the
 prompt, tokenize, check the context, build the sampler) and raises typed
@@ -8,23 +8,13 @@ errors; only then does the handler commit to a 200 and a stream.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Protocol
 
 from parlance.core.embeddings import EmbeddingRequest, Embeddings
 from parlance.core.events import Event
+from parlance.core.prompts import PromptInfo
 from parlance.core.request import GenerationRequest
 from parlance.engines.metrics import EngineMetrics
-
-
-@dataclass(frozen=True, slots=True)
-class PromptInfo:
-    """The prompt as the engine saw it, for dialects that report offsets or echo, and
-    its token ids (empty when the engine has none), which Ollama's `context` returns."""
-
-    text: str
-    n_tokens: int
-    token_ids: tuple[int, ...] = ()
 
 
 class Generation(Protocol):

@@ -27,8 +27,8 @@ from parlance.core.embeddings import (
 )
 from parlance.core.errors import ContextOverflow, InvalidRequest, ModelUnloaded, ParlanceError
 from parlance.core.events import Event, Failed, Finish, FinishReason, TextDelta, Usage
+from parlance.core.prompts import PromptInfo
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
-from parlance.engines.base import PromptInfo
 from parlance.engines.grammar import check_schemas
 from parlance.engines.metrics import EngineMetrics
 from parlance.engines.parsing.output import OutputParser

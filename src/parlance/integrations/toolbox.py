@@ -13,7 +13,7 @@ import anyio
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from parlance.core.errors import ToolServerUnreachable
+from parlance.core.errors import ToolServerFailed, ToolServerUnreachable
 from parlance.core.events import ToolRefused, ToolsListed
 from parlance.core.tools import ToolProvider, ToolServerRef, ToolSpec
 from parlance.integrations.address_guard import check_public_url
@@ -42,13 +42,21 @@ class ServerTool:
                         {"type": "object", "properties": {}}, param=self.ref.param)
 
 
+def _failed(provider: ToolProvider, message: str,
+            param: str | None = None) -> ToolServerUnreachable:
+    """A plugin (the operator's own server) that fails is the server's fault; a server
+    the request gave by its URL that fails is the request's."""
+    if provider.kind == "plugin":
+        return ToolServerFailed(message, param=param)
+    return ToolServerUnreachable(message, configured=False, param=param)
+
+
 def _failure(ref: ToolServerRef, why: str) -> ToolServerUnreachable:
     label = ref.provider.label
-    if ref.provider.kind == "plugin":
-        return ToolServerUnreachable(f"Could not connect to the plugin '{label}': {why}",
-                                     configured=True, param=ref.param)
-    return ToolServerUnreachable(f"Unable to connect to remote MCP server '{label}' at url "
-                                 f"'{ref.url}': {why}", configured=False, param=ref.param)
+    message = (f"Could not connect to the plugin '{label}': {why}"
+               if ref.provider.kind == "plugin" else
+               f"Unable to connect to remote MCP server '{label}' at url '{ref.url}': {why}")
+    return _failed(ref.provider, message, ref.param)
 
 
 async def _endpoint(ref: ToolServerRef, settings: IntegrationSettings) -> Endpoint:
@@ -59,7 +67,7 @@ async def _endpoint(ref: ToolServerRef, settings: IntegrationSettings) -> Endpoi
             known = ", ".join(f"mcp/{label}" for label in settings.configured) or "none"
             raise ToolServerUnreachable(
                 f"No plugin '{ref.provider.label}' is configured on this server "
-                f"(configured: {known}).", configured=True, param=ref.param, client_fault=True)
+                f"(configured: {known}).", configured=True, param=ref.param)
         return Endpoint(url=server.url, headers=server.headers, command=server.command,
                         args=server.args, env=server.env)
     if not settings.allow_request_servers:
@@ -157,10 +165,8 @@ class Toolbox:
         try:
             output = await tool.session.call(name, arguments, self.settings.call_timeout)
         except McpFailure as exc:
-            label = tool.provider.label
-            raise ToolServerUnreachable(f"The MCP server '{label}' failed while running "
-                                        f"{name}: {exc}",
-                                        configured=tool.provider.kind == "plugin") from exc
+            raise _failed(tool.provider, f"The MCP server '{tool.provider.label}' failed "
+                          f"while running {name}: {exc}") from exc
         return output
 
     async def aclose(self) -> None:

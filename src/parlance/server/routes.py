@@ -10,19 +10,20 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from parlance.core.errors import ParlanceError
-from parlance.dialects import anthropic, lmstudio, ollama, openai_common
+from parlance.dialects import anthropic, lmstudio, ollama
 from parlance.dialects.anthropic import AnthropicMessages
 from parlance.dialects.base import Dialect, ErrorResponse
-from parlance.dialects.embeddings import EmbeddingDialect
+from parlance.dialects.embedding_base import EmbeddingDialect
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.ollama import OllamaChat, OllamaGenerate
 from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
-from parlance.dialects.openai_chat import OpenAIChat
-from parlance.dialects.openai_completions import OpenAICompletions
-from parlance.dialects.openai_embeddings import OpenAIEmbeddings
-from parlance.dialects.openai_responses import OpenAIResponses
-from parlance.dialects.openai_responses.compact import ResponsesCompaction
-from parlance.dialects.openai_responses.sealed import Sealer
+from parlance.dialects.openai import errors as openai_errors
+from parlance.dialects.openai.chat import OpenAIChat
+from parlance.dialects.openai.completions import OpenAICompletions
+from parlance.dialects.openai.embeddings import OpenAIEmbeddings
+from parlance.dialects.openai.responses import OpenAIResponses
+from parlance.dialects.openai.responses.compact import ResponsesCompaction
+from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
@@ -82,7 +83,7 @@ def error_renderer(path: str) -> Callable[[ParlanceError], ErrorResponse]:
         return ollama.render_error
     if any(path == p or path.startswith(p + "/") for p in ANTHROPIC_PATHS):
         return anthropic.render_error
-    return openai_common.render_error
+    return openai_errors.render_error
 
 
 def build_routes(models: ServedModels, settings: ServerSettings,

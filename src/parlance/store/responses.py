@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from parlance.core.stored import RESPONSE, StoredResponse
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -31,17 +31,7 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
 """
-RESPONSE = "response"
 DEFAULT_RETENTION = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class StoredResponse:
-    id: str
-    response: dict[str, Any]
-    context: list[dict[str, Any]]  # input items (Responses: each with an id)
-    kind: str = RESPONSE
-    pending: bool = False  # stored while it still runs
 
 
 class ResponseStore:

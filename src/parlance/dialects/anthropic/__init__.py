@@ -1,5 +1,6 @@
 """Anthropic Messages (`POST /v1/messages`, `POST /v1/messages/count_tokens`), as Claude
-Code and the Claude Agent SDK speak it. See reference stream-contracts.md part C.
+Code and the Claude Agent SDK speak it: SSE streams whose event names equal their
+`type`, kept alive by `ping` events.
 
 `request.py` reads the body, `stream.py` encodes the SSE stream, `result.py` renders
 the Message object, `errors.py` the error envelope, `models.py` the model list."""
@@ -15,7 +16,7 @@ from parlance.dialects.anthropic import errors, result
 from parlance.dialects.anthropic.request import MessagesRequest, generation_request
 from parlance.dialects.anthropic.stream import PING, MessageEncoder
 from parlance.dialects.base import Call, ErrorResponse, Framing, Served
-from parlance.dialects.wire import parse_body
+from parlance.dialects.shared.wire import parse_body
 
 render_error = errors.render_error
 

@@ -1,33 +1,37 @@
 """Anthropic's error envelope `{"type": "error", "error": {type, message}, "request_id"}`
-and statuses. A prompt that overflows the context is a 400 whose message starts with
-"prompt is too long", the words Claude Code looks for before it compacts."""
+and the statuses where Anthropic's differ from each error's own. A prompt that
+overflows the context is a 400 whose message starts with "prompt is too long", the
+words Claude Code looks for before it compacts."""
 
 from __future__ import annotations
 
 import secrets
 from typing import Any
 
-from parlance.core.errors import Overloaded, ParlanceError, ToolServerUnreachable
+from parlance.core.errors import (
+    ContextOverflow,
+    NotImplementedHere,
+    Overloaded,
+    ParlanceError,
+)
 from parlance.dialects.base import ErrorResponse, Frame
+from parlance.dialects.shared.errors import StatusOverrides, status_of
 
-# kind -> (HTTP status, Anthropic error type). A full queue is 529 (Claude Code retries it).
-_ERRORS = {
-    "invalid_request": (400, "invalid_request_error"),
-    "payload_too_large": (413, "request_too_large"),
-    "authentication": (401, "authentication_error"),
-    "forbidden": (403, "permission_error"),
-    "model_not_found": (404, "not_found_error"),
-    "route_not_found": (404, "not_found_error"),
-    "not_found": (404, "not_found_error"),
-    "method_not_allowed": (405, "invalid_request_error"),
-    "context_overflow": (400, "invalid_request_error"),
-    "overloaded": (529, "overloaded_error"),
-    "unavailable": (503, "api_error"),
-    "timeout": (504, "timeout_error"),
-    "tool_server": (500, "api_error"),
-    "not_implemented": (400, "invalid_request_error"),
-    "engine_failure": (500, "api_error"),
-    "internal": (500, "api_error"),
+# A full queue is 529 overloaded_error (Claude Code retries it); a feature this server
+# lacks is a 400 invalid_request_error, as Anthropic answers an unsupported parameter.
+STATUS: StatusOverrides = {Overloaded: 529, NotImplementedHere: 400}
+
+# status -> Anthropic error type, as Anthropic documents them; any other 4xx is an
+# invalid_request_error, any other 5xx an api_error
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    504: "timeout_error",
+    529: "overloaded_error",
 }
 
 PROMPT_TOO_LONG = "prompt is too long"
@@ -37,25 +41,19 @@ def new_request_id() -> str:
     return "req_" + secrets.token_hex(12)
 
 
-def _status(error: ParlanceError) -> int:
-    """An MCP server the request named that cannot be used (not allowed, refused by the
-    address guard, unreachable) is the request's fault: a 400 invalid_request_error."""
-    if isinstance(error, ToolServerUnreachable) and not error.server_fault:
-        return 400
-    return _ERRORS.get(error.kind, _ERRORS["internal"])[0]
+def error_type(status: int) -> str:
+    return _TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
 
 
 def error_object(error: ParlanceError) -> dict[str, Any]:
-    kind = "invalid_request_error" if _status(error) == 400 else _ERRORS.get(
-        error.kind, _ERRORS["internal"])[1]
     message = error.message
-    if error.kind == "context_overflow":
+    if isinstance(error, ContextOverflow):
         message = f"{PROMPT_TOO_LONG}: {message}"
-    return {"type": kind, "message": message}
+    return {"type": error_type(status_of(error, STATUS)), "message": message}
 
 
 def render_error(error: ParlanceError) -> ErrorResponse:
-    status = _status(error)
+    status = status_of(error, STATUS)
     request_id = new_request_id()
     rendered = ErrorResponse.of(error, status, {"type": "error", "error": error_object(error),
                                                 "request_id": request_id})

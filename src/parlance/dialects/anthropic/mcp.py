@@ -15,8 +15,8 @@ from pydantic import Field
 from parlance.core.events import ToolRefused, ToolsListed
 from parlance.core.tools import ToolServerRef
 from parlance.dialects.anthropic.ids import mcp_tool_use_id
-from parlance.dialects.mcp_servers import server_ref
-from parlance.dialects.wire import WireModel
+from parlance.dialects.shared.mcp_servers import server_ref
+from parlance.dialects.shared.wire import WireModel
 
 
 class ToolConfigurationIn(WireModel):

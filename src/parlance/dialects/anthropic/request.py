@@ -23,10 +23,10 @@ from parlance.core.tools import (
     ToolChoice,
     ToolSpec,
 )
-from parlance.dialects import openai_tools
 from parlance.dialects.anthropic import mcp
 from parlance.dialects.anthropic.mcp import McpServerIn
-from parlance.dialects.wire import Probability, WireModel
+from parlance.dialects.shared import tools as neutral_tools
+from parlance.dialects.shared.wire import Probability, WireModel
 
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for thinking.budget_tokens
 
@@ -295,14 +295,14 @@ def tool_choice(choice: ToolChoiceIn | None, specs: tuple[ToolSpec, ...],
     With `servers` (MCP servers whose tools join later) the model may call tools even
     when the request itself defines none."""
     if choice is None:
-        return ToolChoice("auto") if servers else openai_tools.tool_choice(None, None, specs)
+        return ToolChoice("auto") if servers else neutral_tools.tool_choice(None, None, specs)
     if choice.type == "tool":
         if not choice.name:
             raise InvalidRequest("tool_choice of type 'tool' needs a name.",
                                  param="tool_choice.name")
         if servers:  # checked once the servers have listed their tools
             return ToolChoice("named", choice.name)
-        return openai_tools.tool_choice(None, choice.name, specs)
+        return neutral_tools.tool_choice(None, choice.name, specs)
     mode: Literal["auto", "required", "none"] = (
         "required" if choice.type == "any" else choice.type)
     if servers:
@@ -311,7 +311,7 @@ def tool_choice(choice: ToolChoiceIn | None, specs: tuple[ToolSpec, ...],
         raise InvalidRequest("tool_choice of type 'any' needs tools.", param="tool_choice")
     if mode == "auto" and not specs:
         return ToolChoice("none")
-    return openai_tools.tool_choice(mode, None, specs)
+    return neutral_tools.tool_choice(mode, None, specs)
 
 
 _EFFORTS = {"low": ReasoningEffort.LOW, "medium": ReasoningEffort.MEDIUM,

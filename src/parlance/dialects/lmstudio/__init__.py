@@ -1,7 +1,9 @@
 """LM Studio's native chat API (`POST /api/v1/chat`): named SSE events, stateful
 chats continued by `previous_response_id`, server-side tools (`integrations`).
 
-Errors use LM Studio's envelope `{"error": {type, message, code?, param?}}`.
+`request.py` reads the body, `stream.py` encodes the SSE events, `result.py` renders
+the chat result, `errors.py` the error envelope every LM Studio endpoint uses,
+`models.py` the model management bodies.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from parlance.core.accumulate import Completion
-from parlance.core.errors import InvalidRequest, ParlanceError, ToolServerUnreachable
+from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.messages import Message
+from parlance.core.stored import StoredResponse
 from parlance.dialects.base import Call, ErrorResponse, Framing, Served
+from parlance.dialects.lmstudio import errors
 from parlance.dialects.lmstudio.request import (
     ChatRequest,
     generation_request,
@@ -22,48 +26,9 @@ from parlance.dialects.lmstudio.request import (
 )
 from parlance.dialects.lmstudio.result import result_body, thread_messages
 from parlance.dialects.lmstudio.stream import ChatEventEncoder
-from parlance.dialects.wire import parse_body
-from parlance.store.responses import StoredResponse
+from parlance.dialects.shared.wire import parse_body
 
-# kind -> (HTTP status, LM Studio error type)
-_ERRORS = {
-    "invalid_request": (400, "invalid_request"),
-    "payload_too_large": (413, "invalid_request"),
-    "authentication": (401, "invalid_request"),
-    "forbidden": (403, "invalid_request"),
-    "model_not_found": (404, "model_not_found"),
-    "route_not_found": (404, "invalid_request"),
-    "not_found": (404, "invalid_request"),
-    "method_not_allowed": (405, "invalid_request"),
-    "context_overflow": (400, "invalid_request"),
-    "overloaded": (429, "unknown"),
-    "unavailable": (503, "unknown"),
-    "timeout": (408, "unknown"),
-    "not_implemented": (501, "not_implemented"),
-    "engine_failure": (500, "internal_error"),
-    "internal": (500, "internal_error"),
-}
-
-
-def error_object(error: ParlanceError) -> dict[str, Any]:
-    _, kind = _ERRORS.get(error.kind, _ERRORS["internal"])
-    if isinstance(error, ToolServerUnreachable):
-        kind = error.code or "mcp_connection_error"
-    elif error.code == "job_not_found":
-        kind = "job_not_found"
-    out = {"type": kind, "message": error.message}
-    if error.code:
-        out["code"] = error.code
-    if error.param:
-        out["param"] = error.param
-    return out
-
-
-def render_error(error: ParlanceError) -> ErrorResponse:
-    status, _ = _ERRORS.get(error.kind, _ERRORS["internal"])
-    if isinstance(error, ToolServerUnreachable):
-        status = 500 if error.server_fault else 400
-    return ErrorResponse.of(error, status, {"error": error_object(error)})
+render_error = errors.render_error
 
 
 def new_response_id() -> str:
@@ -123,10 +88,10 @@ class LMStudioChat:
     def encoder(self, call: ChatCall, served: Served) -> ChatEventEncoder:
         return ChatEventEncoder(served.model,
                                 lambda completion: self.render(call, served, completion),
-                                error_object)
+                                errors.error_object)
 
     def render(self, call: ChatCall, served: Served, completion: Completion) -> dict[str, Any]:
         return result_body(served.model, completion, call.response_id)
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:
-        return render_error(error)
+        return errors.render_error(error)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from parlance.dialects.wire import WireModel
+from parlance.dialects.shared.wire import WireModel
 from parlance.models.gguf import GgufInfo
 
 

@@ -21,7 +21,7 @@ from parlance.core.tools import (
     ToolProvider,
     ToolServerRef,
 )
-from parlance.dialects.wire import Probability, WireModel
+from parlance.dialects.shared.wire import Probability, WireModel
 
 REASONING = {"off": ReasoningEffort.NONE, "low": ReasoningEffort.LOW,
              "medium": ReasoningEffort.MEDIUM, "high": ReasoningEffort.HIGH,

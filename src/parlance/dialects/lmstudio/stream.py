@@ -1,6 +1,6 @@
-"""The `/api/v1/chat` event stream (seeds 000/001): `chat.start` first, `chat.end`
-last (even after an `error`), and in between model load and prompt processing
-progress, then reasoning, message and tool-call blocks in generation order.
+"""The `/api/v1/chat` event stream, as LM Studio sends it: `chat.start` first,
+`chat.end` last (even after an `error`), and in between model load and prompt
+processing progress, then reasoning, message and tool-call blocks in generation order.
 
 Each frame is `event: <type>` + `data: {"type": <type>, ...}`. `chat.end` carries
 the result body built from the same accumulator as the non-stream answer.

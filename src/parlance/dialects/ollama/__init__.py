@@ -1,5 +1,5 @@
 """Ollama's native API (`POST /api/chat`, `POST /api/generate`; the model endpoints and
-embeddings live beside them), NDJSON streams. See reference stream-contracts.md part D.
+embeddings live beside them), NDJSON streams ending in a `done: true` line.
 
 `request.py` reads the bodies, `stream.py` encodes the NDJSON lines, `result.py` the
 objects they and a `stream: false` answer share, `errors.py` the error envelope every
@@ -30,7 +30,7 @@ from parlance.dialects.base import Call, ErrorResponse, Framing, Served
 from parlance.dialects.ollama import errors, request, result
 from parlance.dialects.ollama.request import ChatRequest, CommonRequest, GenerateRequest
 from parlance.dialects.ollama.stream import OllamaEncoder
-from parlance.dialects.wire import parse_body
+from parlance.dialects.shared.wire import parse_body
 
 render_error = errors.render_error
 

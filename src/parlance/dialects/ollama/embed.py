@@ -29,10 +29,10 @@ from parlance.core.embeddings import (
 )
 from parlance.core.errors import ContextOverflow, ParlanceError
 from parlance.dialects.base import ErrorResponse
-from parlance.dialects.embeddings import EmbedCall, EmbedServed
+from parlance.dialects.embedding_base import EmbedCall, EmbedServed
 from parlance.dialects.ollama import errors
 from parlance.dialects.ollama.request import Options, keep_alive_seconds
-from parlance.dialects.wire import WireModel, parse_body
+from parlance.dialects.shared.wire import WireModel, parse_body
 
 NS = 1_000_000_000
 

@@ -5,29 +5,13 @@ NDJSON line `{"error": "message"}` inside the 200 response."""
 
 from __future__ import annotations
 
-from parlance.core.errors import ModelNotFound, ParlanceError, ToolServerUnreachable
+from parlance.core.errors import ModelNotFound, NotImplementedHere, Overloaded, ParlanceError
 from parlance.dialects.base import ErrorResponse, Frame
+from parlance.dialects.shared.errors import StatusOverrides, status_of
 
-# kind -> HTTP status. Ollama answers a full queue with 503 (ErrMaxQueue) and a feature a
-# model lacks ("does not support thinking") with 400.
-_STATUS = {
-    "invalid_request": 400,
-    "payload_too_large": 413,
-    "authentication": 401,
-    "forbidden": 403,
-    "model_not_found": 404,
-    "route_not_found": 404,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "context_overflow": 400,
-    "overloaded": 503,
-    "unavailable": 503,
-    "timeout": 504,
-    "tool_server": 500,
-    "not_implemented": 400,
-    "engine_failure": 500,
-    "internal": 500,
-}
+# Ollama answers a full queue with 503 (ErrMaxQueue) and a feature a model lacks
+# ("does not support thinking") with 400.
+STATUS: StatusOverrides = {Overloaded: 503, NotImplementedHere: 400}
 
 
 def message(error: ParlanceError) -> str:
@@ -37,14 +21,8 @@ def message(error: ParlanceError) -> str:
     return error.message
 
 
-def status(error: ParlanceError) -> int:
-    if isinstance(error, ToolServerUnreachable) and not error.server_fault:
-        return 400
-    return _STATUS.get(error.kind, 500)
-
-
 def render_error(error: ParlanceError) -> ErrorResponse:
-    return ErrorResponse.of(error, status(error), {"error": message(error)})
+    return ErrorResponse.of(error, status_of(error, STATUS), {"error": message(error)})
 
 
 def error_line(error: ParlanceError) -> Frame:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from parlance.core.errors import InvalidRequest
-from parlance.dialects.wire import WireModel
+from parlance.dialects.shared.wire import WireModel
 from parlance.engines.parsing.syntax import reasoning_for_template
 from parlance.models.gguf import GgufInfo
 

@@ -22,8 +22,8 @@ from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import SamplingParams
 from parlance.core.tools import ReasoningEffort, ReasoningRequest, ResponseFormat, ToolSpec
-from parlance.dialects import openai_tools
-from parlance.dialects.wire import Probability, WireModel
+from parlance.dialects.shared import tools as neutral_tools
+from parlance.dialects.shared.wire import Probability, WireModel
 
 # Ollama's DefaultOptions (api/types.go) for the sampling fields a client leaves unset.
 OLLAMA_SAMPLING = {"temperature": 0.8, "top_k": 40, "top_p": 0.9}
@@ -231,7 +231,7 @@ def response_format(value: str | dict[str, Any] | None) -> ResponseFormat | None
 
 
 def tools(entries: list[ToolIn] | None) -> tuple[ToolSpec, ...]:
-    return openai_tools.tool_specs([t.function for t in entries or ()], "tools[{i}].function")
+    return neutral_tools.tool_specs([t.function for t in entries or ()], "tools[{i}].function")
 
 
 def no_images(images: list[str] | None, param: str) -> None:

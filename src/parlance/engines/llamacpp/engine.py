@@ -16,6 +16,7 @@ import llguidance
 
 from parlance.core.embeddings import EmbeddingInput, EmbeddingRequest, Embeddings
 from parlance.core.errors import ContextOverflow, InvalidRequest
+from parlance.core.prompts import PromptInfo
 from parlance.core.request import (
     ChatInput,
     GenerationRequest,
@@ -23,7 +24,6 @@ from parlance.core.request import (
     SamplingParams,
     TextInput,
 )
-from parlance.engines.base import PromptInfo
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
 from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from parlance.core.events import Event
-from parlance.engines.base import PromptInfo
+from parlance.core.prompts import PromptInfo
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.outbox import Outbox
 from parlance.engines.llamacpp.sampler import SamplerChain

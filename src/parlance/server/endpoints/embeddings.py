@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.embeddings import Embeddings
 from parlance.core.errors import ParlanceError, RequestTimeout
-from parlance.dialects.embeddings import EmbedCall, EmbeddingDialect, EmbedServed
+from parlance.dialects.embedding_base import EmbedCall, EmbeddingDialect, EmbedServed
 from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server.body.reader import read_json
 from parlance.server.generation.supervision import race_disconnect

@@ -10,9 +10,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from parlance.core.errors import ParlanceError
-from parlance.dialects import anthropic, openai_common
+from parlance.dialects import anthropic
 from parlance.dialects.anthropic import models as anthropic_models
 from parlance.dialects.base import ErrorResponse
+from parlance.dialects.openai import errors as openai_errors
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModels
 from parlance.server.endpoints.answering import answering
@@ -28,7 +29,7 @@ def _anthropic(request: Request) -> bool:
 
 
 def _envelope(request: Request) -> Callable[[ParlanceError], ErrorResponse]:
-    return anthropic.render_error if _anthropic(request) else openai_common.render_error
+    return anthropic.render_error if _anthropic(request) else openai_errors.render_error
 
 
 def _created(spec: ModelSpec) -> int:
@@ -43,7 +44,7 @@ class InfoEndpoints:
     def __init__(self, models: ServedModels, settings: ServerSettings) -> None:
         self.models = models
         self.settings = settings
-        keys, render_error = settings.api_keys, openai_common.render_error
+        keys, render_error = settings.api_keys, openai_errors.render_error
         self.list_models = answering(self._list_models, keys, render_error, _envelope)
         self.get_model = answering(self._get_model, keys, render_error, _envelope)
 

@@ -18,7 +18,7 @@ from parlance.dialects.lmstudio.models import (
     UnloadRequest,
     model_object,
 )
-from parlance.dialects.wire import M, parse_body
+from parlance.dialects.shared.wire import M, parse_body
 from parlance.models.downloads import DownloadManager
 from parlance.models.gguf import GgufInfo, read_gguf
 from parlance.models.registry import ModelSpec

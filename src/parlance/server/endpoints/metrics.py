@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from parlance.dialects.openai_common import render_error
+from parlance.dialects.openai.errors import render_error
 from parlance.engines.metrics import EngineMetrics, Histogram
 from parlance.engines.upstream import Replica
 from parlance.models.served import ServedModels

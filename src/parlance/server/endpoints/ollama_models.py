@@ -40,7 +40,7 @@ from parlance.dialects.base import Frame
 from parlance.dialects.ollama import models as shapes
 from parlance.dialects.ollama import render_error
 from parlance.dialects.ollama.errors import error_line
-from parlance.dialects.wire import M, parse_body
+from parlance.dialects.shared.wire import M, parse_body
 from parlance.models.copies import FILE_NAME, CopyFile
 from parlance.models.discovery import model_parts, scan_models_dir
 from parlance.models.download_job import DownloadJob

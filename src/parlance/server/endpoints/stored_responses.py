@@ -9,9 +9,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from parlance.core.errors import InvalidRequest, ResourceNotFound
+from parlance.core.stored import StoredResponse
 from parlance.dialects.base import Call
-from parlance.dialects.openai_common import render_error
-from parlance.dialects.openai_responses import OpenAIResponses, replay
+from parlance.dialects.openai.errors import render_error
+from parlance.dialects.openai.responses import OpenAIResponses
+from parlance.dialects.openai.responses.result import replay
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
 from parlance.server.endpoints.answering import answering
@@ -20,7 +22,7 @@ from parlance.server.generation.conversations import Memory
 from parlance.server.generation.handler import prompt_tokens
 from parlance.server.generation.streaming import EventStreamResponse
 from parlance.server.settings import ServerSettings
-from parlance.store.responses import ResponseStore, StoredResponse
+from parlance.store.responses import ResponseStore
 
 
 class StoredResponses:

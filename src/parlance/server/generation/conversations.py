@@ -6,8 +6,9 @@ from dataclasses import replace
 from typing import Any
 
 from parlance.core.errors import InvalidRequest
+from parlance.core.stored import StoredResponse
 from parlance.dialects.base import Call, Stateful
-from parlance.store.responses import ResponseStore, StoredResponse
+from parlance.store.responses import ResponseStore
 
 
 class Memory:

@@ -31,6 +31,7 @@ from parlance.dialects.base import (
     Served,
     Stateful,
     Truncating,
+    outcome,
 )
 from parlance.engines.base import Generation
 from parlance.integrations.loop import ToolLoop
@@ -209,7 +210,7 @@ class GenerationHandler:
                 yield frame
         finally:  # also when the client left mid-stream: the outcome is stored as it is
             if memory is not None:
-                memory.keep(call, encoder.outcome())  # type: ignore[attr-defined]
+                memory.keep(call, outcome(encoder))
             if toolbox is not None:
                 await toolbox.aclose()
             self.models.release(started.served.model)

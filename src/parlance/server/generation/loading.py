@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from parlance.core.errors import ParlanceError
 from parlance.core.events import Event, Failed, ModelLoad
-from parlance.engines.base import Generation, PromptInfo
+from parlance.core.prompts import PromptInfo
+from parlance.engines.base import Generation
 from parlance.models.served import Progress, ServedModel
 
 Load = Callable[[Progress], Awaitable[tuple[ServedModel, str, float | None]]]

@@ -21,7 +21,8 @@ import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from parlance.core.errors import Overloaded, ParlanceError, PayloadTooLarge, ServerShuttingDown
-from parlance.dialects.base import Call, Frame, Served, SocketMode, Stateful
+from parlance.core.stored import StoredResponse
+from parlance.dialects.base import Call, Frame, Served, SocketMode, Stateful, outcome
 from parlance.server.body.reader import parse_json
 from parlance.server.generation.conversations import Memory
 from parlance.server.generation.framing import dumps
@@ -29,7 +30,7 @@ from parlance.server.generation.handler import GenerationHandler
 from parlance.server.http.access_log import CLIENT_CLOSED, AccessRecord, new_request_id, write
 from parlance.server.http.auth import authorize
 from parlance.server.http.refusal import refuse
-from parlance.store.responses import ResponseStore, StoredResponse
+from parlance.store.responses import ResponseStore
 
 CONNECTION_MEMORY = 16  # latest responses a connection keeps to continue from
 WAITING_LIMIT = 64  # messages waiting behind the running call
@@ -170,7 +171,7 @@ class SocketEndpoint:
         name = call.request.model or spec.id
         encoder = self.handler.dialect.encoder(call, Served(name, ()))
         frames = [*encoder.open(), *encoder.close()]
-        memory.keep(call, encoder.outcome())  # type: ignore[attr-defined]
+        memory.keep(call, outcome(encoder))
         return frames
 
     async def _send(self, websocket: WebSocket, event: dict[str, Any]) -> None:

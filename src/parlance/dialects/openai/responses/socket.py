@@ -12,7 +12,7 @@ from typing import Any
 
 from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.dialects.base import Frame
-from parlance.dialects.openai_common import render_error
+from parlance.dialects.openai.errors import render_error
 
 CREATE = "response.create"
 ACKNOWLEDGEMENTS = frozenset({"response.processed"})

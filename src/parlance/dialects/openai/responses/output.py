@@ -29,9 +29,9 @@ from parlance.core.events import (
     ToolsListed,
 )
 from parlance.core.tools import ToolProvider, ToolSpec
-from parlance.dialects.openai_common import new_id, token_spelling
-from parlance.dialects.openai_responses import items as calls
-from parlance.dialects.openai_responses.tools import ToolRef, Toolset
+from parlance.dialects.openai.common import new_id, token_spelling
+from parlance.dialects.openai.responses import items as calls
+from parlance.dialects.openai.responses.tools import ToolRef, Toolset
 
 PENDING = "pending"  # an item announced once whole: its arguments are still coming
 
@@ -91,7 +91,7 @@ class OutputBuilder:
                 return self._arguments(fragment)
             case ToolCallEnd(call_index=call_index) if self._is_open("mcp_call"):
                 self._awaiting = call_index
-                arguments = self._open["arguments"]  # type: ignore[index]
+                arguments = self._current["arguments"]
                 return [("response.mcp_call_arguments.done",
                          {**self._where(), "arguments": arguments})]
             case ToolCallEnd():
@@ -159,7 +159,7 @@ class OutputBuilder:
                     text = "".join(p.get("text", "") for p in item.get("content", []))
                     out += self._reasoning(text)
                     if "encrypted_content" in item:  # as sealed when it was made
-                        self._open["encrypted_content"] = item["encrypted_content"]  # type: ignore[index]
+                        self._current["encrypted_content"] = item["encrypted_content"]
                 case "function_call":
                     out += self._reopen(item, "arguments")
                 case "custom_tool_call":
@@ -215,8 +215,15 @@ class OutputBuilder:
 
     # -- items ----------------------------------------------------------------
 
+    @property
+    def _current(self) -> dict[str, Any]:
+        """The open item, where the stream's order guarantees there is one."""
+        if self._open is None:
+            raise RuntimeError("no output item is open")
+        return self._open
+
     def _where(self) -> dict[str, Any]:
-        return {"item_id": self._open["id"], "output_index": self._index}  # type: ignore[index]
+        return {"item_id": self._current["id"], "output_index": self._index}
 
     def _release(self) -> list[StreamEvent]:
         """The events held back behind an MCP call, now that it is closed."""
@@ -227,8 +234,7 @@ class OutputBuilder:
         return out
 
     def _arguments(self, fragment: str) -> list[StreamEvent]:
-        item = self._open
-        assert item is not None
+        item = self._current
         item["input" if item["type"] == "custom_tool_call" else "arguments"] += fragment
         kind = {"function_call": "response.function_call_arguments.delta",
                 "custom_tool_call": "response.custom_tool_call_input.delta",
@@ -288,8 +294,7 @@ class OutputBuilder:
     def _outcome(self, event: ToolResult | ToolRefused) -> list[StreamEvent]:
         """The open MCP call's result (or why it did not run) closes it."""
         self._awaiting = None
-        item = self._open
-        assert item is not None
+        item = self._current
         if isinstance(event, ToolResult) and not event.is_error:
             item["output"], item["status"] = event.output, "completed"
             done = "response.mcp_call.completed"
@@ -328,7 +333,7 @@ class OutputBuilder:
                     "role": "assistant", "content": []}
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             out += self._add(item, part)
-        part = self._open["content"][0]  # type: ignore[index]
+        part = self._current["content"][0]
         part["text"] += text
         entries = logprob_entries(logprobs) if self._logprobs else []
         part["logprobs"] += entries
@@ -343,7 +348,7 @@ class OutputBuilder:
             item = {"type": "reasoning", "id": self._new_id("rs_"), "summary": [], "content": [],
                     "status": "in_progress"}
             out += self._add(item, {"type": "reasoning_text", "text": ""})
-        self._open["content"][0]["text"] += text  # type: ignore[index]
+        self._current["content"][0]["text"] += text
         out.append(("response.reasoning_text.delta",
                     {**self._where(), "content_index": 0, "delta": text}))
         return out

@@ -23,10 +23,10 @@ from pydantic import Field
 
 from parlance.core.embeddings import EmbeddingInput, EmbeddingRequest, Embeddings, Normalize
 from parlance.core.errors import ContextOverflow, InvalidRequest, ParlanceError
-from parlance.dialects import openai_common
 from parlance.dialects.base import ErrorResponse
-from parlance.dialects.embeddings import EmbedCall, EmbedServed
-from parlance.dialects.wire import WireModel, parse_body
+from parlance.dialects.embedding_base import EmbedCall, EmbedServed
+from parlance.dialects.openai import errors
+from parlance.dialects.shared.wire import WireModel, parse_body
 
 MAX_INPUTS = 2048  # OpenAI's limit on the items of `input`
 
@@ -71,7 +71,7 @@ def vector_base64(vector: Sequence[float]) -> str:
 
 class OpenAIEmbeddings:
     def __init__(self, render_error: Callable[[ParlanceError], ErrorResponse]
-                 = openai_common.render_error) -> None:
+                 = errors.render_error) -> None:
         self._render_error = render_error
 
     def parse(self, body: Any) -> OpenAIEmbedCall:

@@ -20,16 +20,16 @@ from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.events import Finish, TextDelta, TokenLogprob
 from parlance.core.request import GenerationRequest, TextInput
 from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
-from parlance.dialects.openai_common import (
+from parlance.dialects.openai.common import (
     ChunkEncoder,
     SamplingFields,
     new_id,
     now,
-    render_error,
     token_spelling,
     usage_object,
 )
-from parlance.dialects.wire import parse_body
+from parlance.dialects.openai.errors import render_error
+from parlance.dialects.shared.wire import parse_body
 
 TokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
 

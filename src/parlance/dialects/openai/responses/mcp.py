@@ -20,8 +20,8 @@ from pydantic import Field
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
 from parlance.core.tools import Approval, ApprovedCall, ToolServerRef
-from parlance.dialects.mcp_servers import server_ref
-from parlance.dialects.wire import WireModel
+from parlance.dialects.shared.mcp_servers import server_ref
+from parlance.dialects.shared.wire import WireModel
 
 
 class ToolFilter(WireModel):

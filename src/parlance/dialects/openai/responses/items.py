@@ -16,7 +16,7 @@ from typing import Any
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
-from parlance.dialects.openai_responses.tools import (
+from parlance.dialects.openai.responses.tools import (
     LOCAL_SHELL,
     SHELL,
     TOOL_SEARCH,

@@ -1,6 +1,6 @@
 """OpenAI Chat Completions (`POST /v1/chat/completions`).
 
-Stream contract (seed 002/004): a role chunk, content chunks, one finish chunk
+The stream, in OpenAI's order: a role chunk, content chunks, one finish chunk
 per choice with an empty delta, the usage chunk (only with
 `stream_options.include_usage`, carrying time_to_first_token in ms and
 throughput_after_first_token in tokens/s), then `data: [DONE]`. `id`, `role`
@@ -29,19 +29,20 @@ from parlance.core.events import (
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.core.tools import ReasoningRequest
-from parlance.dialects import openai_tools
 from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
-from parlance.dialects.openai_common import (
+from parlance.dialects.openai import tools as openai_tools
+from parlance.dialects.openai.common import (
     ChunkEncoder,
     SamplingFields,
     new_id,
     now,
-    render_error,
     token_spelling,
     usage_object,
 )
-from parlance.dialects.openai_tools import ChatTool, EffortIn, ResponseFormatIn, ToolChoiceIn
-from parlance.dialects.wire import WireModel, parse_body
+from parlance.dialects.openai.errors import render_error
+from parlance.dialects.openai.tools import ChatTool, EffortIn, ResponseFormatIn, ToolChoiceIn
+from parlance.dialects.shared import tools as neutral_tools
+from parlance.dialects.shared.wire import WireModel, parse_body
 
 
 class ContentPart(WireModel):
@@ -69,7 +70,8 @@ class MessageIn(WireModel):
 
 
 class ReasoningIn(WireModel):
-    """Seed 004's `reasoning: {"effort": …}`, read like `reasoning_effort`."""
+    """`reasoning: {"effort": …}` (the Responses API's spelling, which some Chat
+    clients send too), read like `reasoning_effort`."""
 
     effort: EffortIn | None = None
 
@@ -166,7 +168,7 @@ def logprob_content(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob]) -> li
 
 class ChatEncoder(ChunkEncoder):
     object_type = "chat.completion.chunk"
-    envelope_extra = {"usage": None}  # seed 004: every chunk but the last says usage: null
+    envelope_extra = {"usage": None}  # as OpenAI's: every chunk but the usage one says null
     usage_details = True
 
     def __init__(self, call: ChatCall, served: Served) -> None:
@@ -183,7 +185,7 @@ class ChatEncoder(ChunkEncoder):
 
     def open(self) -> list[Frame]:
         """Each choice's first chunk names the role, before any content of any choice,
-        and carries nothing else (seed 002: an empty `content` makes the Vercel AI SDK
+        and carries nothing else (an empty `content` makes the Vercel AI SDK
         open an empty text part, before tool calls too)."""
         logprobs: dict[str, Any] | None = (
             {"content": [], "refusal": None} if self._logprobs else None)
@@ -246,7 +248,7 @@ class OpenAIChat:
 
     def parse(self, body: Any) -> ChatCall:
         req = parse_body(ChatRequest, body)
-        tools = openai_tools.tool_specs([t.function for t in req.tools or ()],
+        tools = neutral_tools.tool_specs([t.function for t in req.tools or ()],
                                         "tools[{i}].function")
         request = GenerationRequest(
             model=req.model or "",

@@ -22,13 +22,20 @@ from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.events import Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
+from parlance.core.stored import StoredResponse
 from parlance.dialects.base import Call, Encoder, ErrorResponse, Framing, Served
-from parlance.dialects.openai_common import new_id, now, render_error
-from parlance.dialects.openai_responses import conversation, resolve_references, usage_object
-from parlance.dialects.openai_responses import request as wire
-from parlance.dialects.openai_responses.sealed import Sealer
-from parlance.dialects.wire import WireModel, parse_body
-from parlance.store.responses import StoredResponse
+from parlance.dialects.openai.common import new_id, now
+from parlance.dialects.openai.errors import render_error
+from parlance.dialects.openai.responses.request import (
+    COMPACTION,
+    conversation,
+    input_items,
+    messages_of,
+    resolve_references,
+)
+from parlance.dialects.openai.responses.result import usage_object
+from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.shared.wire import WireModel, parse_body
 
 SUMMARY_MAX_TOKENS = 512  # about 400 words: room for a handoff, bounded time on a CPU
 SUMMARISE = (
@@ -77,7 +84,7 @@ class ResponsesCompaction:
         if req.input is None and req.previous_response_id is None:
             raise InvalidRequest("Nothing to compact: send input, previous_response_id or "
                                  "both.", param="input", code="missing_required_parameter")
-        items = wire.input_items(req.input or [])
+        items = input_items(req.input or [])
         plain = [i for i in items if i.get("type") != "item_reference"]
         if len(plain) != len(items) and req.previous_response_id is None:
             raise InvalidRequest("item_reference needs previous_response_id to refer to.",
@@ -86,7 +93,7 @@ class ResponsesCompaction:
                            tuple(items), tuple(plain))
 
     def _request(self, body: CompactRequest, context: list[dict[str, Any]]) -> GenerationRequest:
-        messages = wire.messages_of(context, self.sealer)
+        messages = messages_of(context, self.sealer)
         if body.instructions:
             messages.insert(0, Message("system", body.instructions))
         messages.append(Message("user", SUMMARISE))
@@ -131,7 +138,7 @@ class ResponsesCompaction:
         choice = completion.choice(0)
         summary = choice.text.strip() or choice.reasoning.strip()
         item = {"type": "compaction", "id": new_id("cmp_"),
-                "encrypted_content": self.sealer.seal(wire.COMPACTION, summary)}
+                "encrypted_content": self.sealer.seal(COMPACTION, summary)}
         return {"id": call.id, "object": "response.compaction", "created_at": call.created_at,
                 "output": [*user_messages(call.context), item],
                 "usage": usage_object(completion.usage or Usage(0, 0))}

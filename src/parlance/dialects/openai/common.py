@@ -1,5 +1,5 @@
-"""What OpenAI's Chat and Completions dialects share: ids, the error envelope and
-status codes, the usage object, and the sampling fields both accept."""
+"""What OpenAI's Chat and Completions dialects share: ids, the usage object, the
+sampling fields both accept, and the chunk stream (its error frame from `errors.py`)."""
 
 from __future__ import annotations
 
@@ -12,28 +12,9 @@ from pydantic import Field, field_validator
 from parlance.core.errors import ParlanceError
 from parlance.core.events import Event, Finish, TextDelta, TopLogprob, Usage
 from parlance.core.request import SamplingParams
-from parlance.dialects.base import DONE, ErrorResponse, Frame
-from parlance.dialects.wire import Probability, WireModel
-
-# kind -> (HTTP status, OpenAI error type). 403 for context overflow follows seed 004.
-_STATUS = {
-    "invalid_request": (400, "invalid_request_error"),
-    "payload_too_large": (413, "invalid_request_error"),
-    "authentication": (401, "authentication_error"),
-    "forbidden": (403, "request_forbidden"),
-    "model_not_found": (404, "invalid_request_error"),
-    "route_not_found": (404, "invalid_request_error"),
-    "not_found": (404, "invalid_request_error"),
-    "method_not_allowed": (405, "invalid_request_error"),
-    "context_overflow": (403, "tokens_exceeded_error"),
-    "overloaded": (429, "rate_limit_error"),
-    "unavailable": (503, "server_error"),
-    "timeout": (408, "timeout_error"),
-    "tool_server": (424, "external_connector_error"),
-    "not_implemented": (501, "invalid_request_error"),
-    "engine_failure": (500, "server_error"),
-    "internal": (500, "server_error"),
-}
+from parlance.dialects.base import DONE, Frame
+from parlance.dialects.openai.errors import error_frames
+from parlance.dialects.shared.wire import Probability, WireModel
 
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
 
@@ -44,21 +25,6 @@ def new_id(prefix: str) -> str:
 
 def now() -> int:
     return int(time.time())
-
-
-def error_object(error: ParlanceError) -> dict[str, Any]:
-    _, kind = _STATUS.get(error.kind, _STATUS["internal"])
-    return {"message": error.message, "type": kind, "param": error.param, "code": error.code}
-
-
-def render_error(error: ParlanceError) -> ErrorResponse:
-    status, _ = _STATUS.get(error.kind, _STATUS["internal"])
-    return ErrorResponse.of(error, status, {"error": error_object(error)})
-
-
-def error_frames(error: ParlanceError) -> list[Frame]:
-    """Mid-stream failure: a bare error object (the SDK raises on it), then [DONE]."""
-    return [Frame({"error": error_object(error)}), Frame(DONE)]
 
 
 def token_spelling(alternative: TopLogprob) -> str:

@@ -1,24 +1,28 @@
-"""`POST /v1/responses` at the wire: the request body, checked, and its input items
-turned into neutral messages. Items are kept (with ids) so they can be stored,
-listed and chained."""
+"""`POST /v1/responses` at the wire: the request body, checked, and the call it
+becomes: its input items (with the stored conversation's before them, for a chained
+request) turned into neutral messages and the neutral request. Items are kept (with
+ids) so they can be stored, listed and chained."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
+from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
+from parlance.core.stored import StoredResponse
 from parlance.core.tools import ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
-from parlance.dialects import openai_tools
-from parlance.dialects.openai_common import new_id
-from parlance.dialects.openai_responses import items as calls
-from parlance.dialects.openai_responses import mcp
-from parlance.dialects.openai_responses.mcp import NamedMcp
-from parlance.dialects.openai_responses.sealed import Sealer
-from parlance.dialects.openai_responses.tools import (
+from parlance.dialects.base import Call
+from parlance.dialects.openai import tools as openai_tools
+from parlance.dialects.openai.common import new_id
+from parlance.dialects.openai.responses import items as calls
+from parlance.dialects.openai.responses import mcp
+from parlance.dialects.openai.responses.mcp import NamedMcp
+from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.openai.responses.tools import (
     FunctionTool,
     NamedCustom,
     NamedFunction,
@@ -26,11 +30,14 @@ from parlance.dialects.openai_responses.tools import (
     NamedShell,
     Tool,
     model_name,
+    toolset,
 )
-from parlance.dialects.openai_tools import FunctionName
-from parlance.dialects.wire import WireModel
+from parlance.dialects.openai.tools import FunctionName
+from parlance.dialects.shared import tools as neutral_tools
+from parlance.dialects.shared.wire import WireModel
 
 __all__ = ["FunctionTool", "NamedFunction", "Tool"]
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
 NamedTool = NamedFunction | NamedCustom | NamedShell | NamedHosted | NamedMcp
 
 
@@ -92,6 +99,70 @@ class ResponsesRequest(WireModel):
         return value
 
 
+@dataclass(frozen=True, slots=True)
+class ResponsesCall(Call):
+    id: str
+    created_at: int
+    body: ResponsesRequest
+    items: tuple[dict[str, Any], ...]  # this request's input items
+    context: tuple[dict[str, Any], ...]  # every input item the model sees, chain included
+    # WebSocket mode: the lane its events echo, and whether the model runs at all
+    lane: str | None = field(default=None, kw_only=True)
+    generate: bool = field(default=True, kw_only=True)
+
+
+def generation_request(body: ResponsesRequest, context: list[dict[str, Any]],
+                       sealer: Sealer, *, whole: bool = True) -> GenerationRequest:
+    """`whole`: the context is the whole conversation (not yet the case while a
+    chained request's stored turns are unknown)."""
+    tools = toolset(body.tools or [], context).specs
+    servers = mcp.tool_servers(body.tools or [])
+    messages = messages_of(context, sealer)
+    if body.instructions:
+        messages.insert(0, Message("system", body.instructions))
+    logprobs = None
+    if LOGPROBS_INCLUDE in (body.include or []):
+        logprobs = body.top_logprobs or 0
+    return GenerationRequest(
+        model=body.model or "",
+        prompts=(ChatInput(tuple(messages)),),
+        sampling=SamplingParams(
+            temperature=1.0 if body.temperature is None else body.temperature,
+            top_p=1.0 if body.top_p is None else body.top_p, seed=body.seed),
+        sampling_set=frozenset(k for k in ("temperature", "top_p", "seed")
+                               if k in body.model_fields_set),
+        max_tokens=body.max_output_tokens,
+        logprobs=logprobs,
+        tools=tools,
+        tool_choice=tool_choice(body, tools),
+        parallel_tool_calls=body.parallel_tool_calls,
+        response_format=response_format(body.text),
+        reasoning=reasoning(body),
+        tool_servers=servers,
+        approved_calls=mcp.approved_calls(context, servers) if whole else (),
+    )
+
+
+def conversation(previous: StoredResponse) -> list[dict[str, Any]]:
+    """Every item of a stored response's conversation: what it saw, then what it said."""
+    return [*previous.context, *previous.response.get("output", [])]
+
+
+def resolve_references(items: list[dict[str, Any]],
+                       known: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_id = {item.get("id"): item for item in known}
+    out = []
+    for i, item in enumerate(items):
+        if item.get("type") == "item_reference":
+            found = by_id.get(item.get("id"))
+            if found is None:
+                raise InvalidRequest(f"No item with id '{item.get('id')}' in the stored "
+                                     "conversation.", param=f"input[{i}].id")
+            item = found
+        out.append(item)
+    return out
+
+
 def tool_choice(req: ResponsesRequest, tools: tuple[ToolSpec, ...]) -> ToolChoice:
     """The client's choice. A named MCP tool is checked once its server has listed
     its tools; an MCP server without a name means some tool must be called."""
@@ -103,12 +174,12 @@ def tool_choice(req: ResponsesRequest, tools: tuple[ToolSpec, ...]) -> ToolChoic
                              "which OpenAI runs itself; this server cannot run it.",
                              param="tool_choice.type", code="unsupported_value")
     if isinstance(req.tool_choice, NamedShell):
-        return openai_tools.tool_choice(None, "shell", tools)
+        return neutral_tools.tool_choice(None, "shell", tools)
     if isinstance(req.tool_choice, NamedFunction | NamedCustom):
-        return openai_tools.tool_choice(None, _called(req.tool_choice.name, tools), tools)
+        return neutral_tools.tool_choice(None, _called(req.tool_choice.name, tools), tools)
     if req.tools and not tools:  # MCP servers only: their tools are known later
         return ToolChoice(req.tool_choice or "auto")
-    return openai_tools.tool_choice(req.tool_choice, None, tools)
+    return neutral_tools.tool_choice(req.tool_choice, None, tools)
 
 
 def _called(name: str, tools: tuple[ToolSpec, ...]) -> str:

@@ -27,9 +27,9 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.tools import InputGrammar, ToolSpec
-from parlance.dialects.openai_responses.mcp import McpTool
-from parlance.dialects.openai_tools import FunctionDef, FunctionName
-from parlance.dialects.wire import WireModel, param_path
+from parlance.dialects.openai.responses.mcp import McpTool
+from parlance.dialects.openai.tools import FunctionDef, FunctionName
+from parlance.dialects.shared.wire import WireModel, param_path
 
 # -- the wire -------------------------------------------------------------------------
 

@@ -1,0 +1,139 @@
+"""Every kind of error, in every dialect's envelope: each `ParlanceError` subclass (found
+by walking the class tree, so a new kind cannot be left out) renders with a status
+from that API's set, in its envelope, with one of its error types."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from openai.types.shared import ErrorObject
+
+from parlance.core.errors import ParlanceError
+from parlance.dialects import lmstudio
+from parlance.dialects.anthropic import AnthropicMessages
+from parlance.dialects.base import ErrorResponse
+from parlance.dialects.lmstudio import LMStudioChat
+from parlance.dialects.ollama import OllamaChat, OllamaGenerate
+from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
+from parlance.dialects.openai.chat import OpenAIChat
+from parlance.dialects.openai.completions import OpenAICompletions
+from parlance.dialects.openai.embeddings import OpenAIEmbeddings
+from parlance.dialects.openai.responses import OpenAIResponses
+from parlance.dialects.openai.responses.compact import ResponsesCompaction
+from parlance.dialects.openai.responses.sealed import Sealer
+from tests import anthropic_contract, lmstudio_contract, ollama_contract
+
+# OpenAI's SDK raises a typed error for 400/401/403/404/409/422/429 and 5xx and retries
+# 408; its MCP connector answers 424; 405, 413 and 501 are HTTP's own.
+OPENAI_STATUSES = {400, 401, 403, 404, 405, 408, 413, 424, 429, 500, 501, 503}
+OPENAI_TYPES = {"invalid_request_error", "authentication_error", "request_forbidden",
+                "tokens_exceeded_error", "rate_limit_error", "timeout_error",
+                "external_connector_error", "server_error"}
+# Anthropic documents 400/401/403/404/413/429/500/504/529, with any other 4xx an
+# invalid_request_error; 405 and 503 are HTTP's own (a draining server)
+ANTHROPIC_STATUSES = {400, 401, 403, 404, 405, 413, 429, 500, 503, 504, 529}
+ANTHROPIC_TYPE_OF = {400: "invalid_request_error", 401: "authentication_error",
+                     403: "permission_error", 404: "not_found_error",
+                     413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+                     504: "timeout_error", 529: "overloaded_error"}
+# Ollama documents 400/404/429/500/502 (401/413 for its cloud); its server answers a
+# full queue with 503; 403, 405 and 504 are HTTP's own
+OLLAMA_STATUSES = {400, 401, 403, 404, 405, 413, 429, 500, 502, 503, 504}
+LMSTUDIO_STATUSES = {400, 401, 403, 404, 405, 408, 413, 429, 500, 501, 503}
+
+# A value for each constructor parameter an error kind may require
+SAMPLES: dict[str, Any] = {"message": "Something is wrong.", "model": "no-such-model",
+                           "limit": 8, "configured": False}
+
+
+def kinds(cls: type[ParlanceError] = ParlanceError) -> Iterator[type[ParlanceError]]:
+    yield cls
+    for sub in cls.__subclasses__():
+        yield from kinds(sub)
+
+
+ALL_KINDS = sorted(set(kinds()), key=lambda cls: cls.__name__)
+
+
+def instance(cls: type[ParlanceError]) -> ParlanceError:
+    required = {name: param for name, param in inspect.signature(cls).parameters.items()
+                if param.default is inspect.Parameter.empty
+                and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)}
+    missing = set(required) - set(SAMPLES)
+    assert not missing, f"add a sample value for {cls.__name__}'s {sorted(missing)}"
+    return cls(**{name: SAMPLES[name] for name in required})
+
+
+def check_openai(rendered: ErrorResponse) -> None:
+    assert rendered.status in OPENAI_STATUSES
+    assert set(rendered.body) == {"error"}
+    assert set(rendered.body["error"]) == {"message", "type", "param", "code"}
+    error = ErrorObject.model_validate(rendered.body["error"])
+    assert error.type in OPENAI_TYPES and error.message
+
+
+def check_anthropic(rendered: ErrorResponse) -> None:
+    assert rendered.status in ANTHROPIC_STATUSES
+    error = anthropic_contract.check_error(rendered.body)
+    expected = ANTHROPIC_TYPE_OF.get(rendered.status) or (
+        "api_error" if rendered.status >= 500 else "invalid_request_error")
+    assert error["type"] == expected
+    assert rendered.headers["request-id"] == rendered.body["request_id"]
+
+
+def check_ollama(rendered: ErrorResponse) -> None:
+    assert rendered.status in OLLAMA_STATUSES
+    ollama_contract.check_error(rendered.body)
+
+
+def check_lmstudio(rendered: ErrorResponse) -> None:
+    assert rendered.status in LMSTUDIO_STATUSES
+    assert set(rendered.body) == {"error"}
+    lmstudio_contract.check_error(rendered.body["error"])
+
+
+Renderer = Callable[[ParlanceError], ErrorResponse]
+DIALECTS: dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]] = {
+    "openai chat": (OpenAIChat().render_error, check_openai),
+    "openai completions": (OpenAICompletions().render_error, check_openai),
+    "openai responses": (OpenAIResponses().render_error, check_openai),
+    "openai compaction": (ResponsesCompaction(Sealer.ephemeral()).render_error, check_openai),
+    "openai embeddings": (OpenAIEmbeddings().render_error, check_openai),
+    "anthropic": (AnthropicMessages().render_error, check_anthropic),
+    "ollama chat": (OllamaChat().render_error, check_ollama),
+    "ollama generate": (OllamaGenerate().render_error, check_ollama),
+    "ollama embed": (OllamaEmbed().render_error, check_ollama),
+    "ollama embeddings": (OllamaEmbeddings().render_error, check_ollama),
+    "lmstudio chat": (LMStudioChat().render_error, check_lmstudio),
+    "lmstudio embeddings": (OpenAIEmbeddings(lmstudio.render_error).render_error,
+                            check_lmstudio),
+}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("kind", ALL_KINDS, ids=lambda cls: cls.__name__)
+def test_every_kind_renders_in_every_envelope(dialect, kind):
+    render, check = DIALECTS[dialect]
+    error = instance(kind)
+    rendered = render(error)
+    check(rendered)
+    if error.retry_after is not None:
+        assert int(rendered.headers["retry-after"]) >= 1
+
+
+@pytest.mark.parametrize("kind", [cls for cls in ALL_KINDS if cls is not ParlanceError],
+                         ids=lambda cls: cls.__name__)
+def test_every_kind_names_itself_and_its_status(kind):
+    """A kind falls back on nothing by accident: it, or the kind it refines, declares
+    its name for the access log and its default status."""
+    declaring = next(cls for cls in kind.__mro__ if "status" in vars(cls))
+    assert declaring is not ParlanceError, f"{kind.__name__} declares no status"
+    assert kind.kind != ParlanceError.kind, f"{kind.__name__} declares no kind"
+
+
+def test_the_walk_finds_the_kinds_below_kinds():
+    names = {cls.__name__ for cls in ALL_KINDS}
+    assert {"ServerShuttingDown", "ToolServerFailed", "ContextOverflow"} <= names
