@@ -1,14 +1,14 @@
 """Deleting a downloaded model (Ollama's `DELETE /api/delete`).
 
 A name made by copy is only forgotten. Otherwise the name must be the model's own id
-(a configured alias or preset name is refused: it names a model it did not make), the
-model must not be the one the server was started with, and only files inside the
-models directory are ever deleted: the model's file (every shard of a split model)
-and a leftover `.part` of it, each checked, after resolving symlinks, to lie inside
-the directory. Then the directories the file sat in are removed while empty, up to
-(never including) the models directory itself. Anything else a name may reach (the
-built-in model, a wheel's model, a file named by a preset or `--model` outside the
-directory) is refused, not deleted.
+(any tag; an alias is the configuration's name for it, refused), the model must not
+be the one the server was started with, and only files inside the models directory
+are ever deleted: the model's file (every shard of a split model) and a leftover
+`.part` of it, each checked, after resolving symlinks, to lie inside the directory.
+Then the directories the file sat in are removed while empty, up to (never
+including) the models directory itself. Anything else a name may reach (the built-in
+model, a wheel's model, a file named by a preset or `--model` outside the directory)
+is refused, not deleted.
 """
 
 from __future__ import annotations

@@ -213,4 +213,3 @@ class OllamaModels:
             return lines[-1]
         return EventStreamResponse([Frame(line) for line in lines], framing="ndjson",
                                    keepalive_seconds=0, on_close=lambda: None)
-
