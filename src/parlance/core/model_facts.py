@@ -22,7 +22,7 @@ class Capabilities:
     embeds_only: bool = False  # an embedding model (its header names a pooling type)
     thinks: bool = False  # the template it is served with marks reasoning (parsed apart)
     fills_in_middle: bool = False  # its header names the fill-in-the-middle tokens
-    trained_for_tools: bool = False  # its file's own chat template takes tools
+    trained_for_tools: bool = False  # its file's own chat template mentions tools
     reasoning_switch: ReasoningSwitch | None = None  # the knob its file's template offers
 
 

@@ -57,7 +57,7 @@ def capabilities(metadata: Mapping[str, Any], template: str | None,
         switch = "on_off"
     return Capabilities(
         embeds_only=isinstance(arch, str) and f"{arch}.pooling_type" in metadata,
-        thinks=bool(template) and reasoning_for_template(template or "") is not None,
+        thinks=template is not None and reasoning_for_template(template) is not None,
         fills_in_middle=all(key in metadata for key in _FIM_KEYS),
         trained_for_tools="tools" in source,
         reasoning_switch=switch)
