@@ -25,6 +25,8 @@ from parlance.dialects.lmstudio.stream import ChatEventEncoder
 from parlance.dialects.wire import parse_body
 from parlance.store.responses import StoredResponse
 
+PATHS = ("/api/v1", "/api/v0")  # LM Studio's APIs: these paths and what lies under them
+
 # kind -> (HTTP status, LM Studio error type)
 _ERRORS = {
     "invalid_request": (400, "invalid_request"),

@@ -2,9 +2,9 @@
 `ModelLoad` events, then starts and streams the generation proper.
 
 For dialects whose clients see model loads (LM Studio's `model_load.*`): the
-stream begins at once and the load happens inside it, so a load failure or a
-refusal at start becomes the stream's `Failed` event. Only the request that
-caused the load sees its progress; one that joins another's load just waits.
+stream begins at once and the load happens inside it, through the call's model lease,
+so a load failure or a refusal at start becomes the stream's `Failed` event. Only the
+request that caused the load sees its progress; one that joins another's load just waits.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from parlance.core.errors import ParlanceError
 from parlance.core.events import Event, Failed, ModelLoad
 from parlance.engines.base import Generation, PromptInfo
-from parlance.models.served import Progress, ServedModel
+from parlance.models.lease import ModelLease
+from parlance.models.served import ServedModel
 
-Load = Callable[[Progress], Awaitable[tuple[ServedModel, str, float | None]]]
 Start = Callable[[ServedModel], Awaitable[Generation]]
 
 
 class LoadingGeneration:
     prompts: tuple[PromptInfo, ...] = ()
 
-    def __init__(self, model_id: str, load: Load, start: Start) -> None:
-        self._model_id = model_id
-        self._load = load
+    def __init__(self, lease: ModelLease, start: Start) -> None:
+        self._model_id = lease.name
+        self._lease = lease
         self._start = start
         self._inner: Generation | None = None
         self._cancelled = asyncio.Event()
@@ -49,7 +49,7 @@ class LoadingGeneration:
         def report(fraction: float) -> None:  # called from the loading thread
             loop.call_soon_threadsafe(progress.put_nowait, fraction)
 
-        loading = asyncio.ensure_future(self._load(report))
+        loading = asyncio.ensure_future(self._lease.acquire(report))
         # If our consumer leaves, the load carries on (the model stays loaded); its
         # outcome is then nobody's to report.
         loading.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -69,12 +69,13 @@ class LoadingGeneration:
                     if fraction - shown >= 0.01 or (fraction == 1.0 and shown < 1.0):
                         shown = fraction
                         yield ModelLoad(self._model_id, fraction)
-            model, _, seconds = loading.result()
+            model = loading.result()
         except ParlanceError as exc:
             yield Failed(exc)
             return
         finally:
             cancelled.cancel()
+        seconds = self._lease.load_seconds
         if seconds is not None:
             yield ModelLoad(self._model_id, 1.0, seconds)
         if self._cancelled.is_set():
