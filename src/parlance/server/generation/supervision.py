@@ -125,28 +125,58 @@ class Supervisor:
         """The result of work answered at once (embeddings, a token count): a stop
         cancels it and raises the reason; a client that leaves abandons it
         (`ClientDisconnect`, which the app answers 499)."""
-        task = asyncio.ensure_future(work)
-        with self._running(task.cancel):
-            return await self.unless_left(receive, task)
+        return await self._awaited(receive, work, stoppable=True)
 
     async def unless_left(self, receive: Receive, work: Awaitable[T]) -> T:
-        """The result of `work`, unless the client leaves first: then `work` is
-        cancelled and `ClientDisconnect` raised."""
-        task = asyncio.ensure_future(work)
-        listener = asyncio.ensure_future(until_disconnect(receive))
-        try:
-            done, _ = await asyncio.wait((task, listener), return_when=asyncio.FIRST_COMPLETED)
-        finally:
+        """The result of `work` (which stops itself: a generation's `events`), unless
+        the client leaves first: then `work` is cancelled and `ClientDisconnect` raised."""
+        return await self._awaited(receive, work, stoppable=False)
+
+    async def _awaited(self, receive: Receive, work: Awaitable[T], *, stoppable: bool) -> T:
+        """`work` awaited in this very task (no task of its own: it starts at once, as
+        if awaited plainly), cancelled when the client leaves and, if `stoppable`, when
+        the call is stopped; those cancellations come out as `ClientDisconnect` and the
+        stop's reason, any other one as itself."""
+        task = asyncio.current_task()
+        assert task is not None
+        ours = 0  # the cancellations asked for here
+        left = False
+
+        def cancel() -> None:
+            nonlocal ours
+            ours += 1
             task.cancel()
+
+        def leave(listener: asyncio.Future[None]) -> None:
+            nonlocal left
+            if not listener.cancelled():
+                listener.exception()  # looked at, so never logged as not retrieved
+                left = True
+                cancel()
+
+        listener = asyncio.ensure_future(until_disconnect(receive))
+        listener.add_done_callback(leave)
+        try:
+            if stoppable:
+                with self._running(cancel):
+                    result = await work
+            else:
+                result = await work
+        except asyncio.CancelledError:
+            for _ in range(ours):
+                task.uncancel()
+            if task.cancelling() or not ours:
+                raise  # cancelled from outside as well: that one goes on
+            if left:
+                raise ClientDisconnect() from None
+            assert self.reason is not None
+            raise self.reason from None
+        finally:
+            listener.remove_done_callback(leave)
             listener.cancel()
-            await asyncio.wait((task, listener))
-        if not listener.cancelled():
-            listener.exception()  # looked at, so never logged as not retrieved
-        if task not in done:
-            raise ClientDisconnect()
-        if task.cancelled() and self.reason is not None:
-            raise self.reason
-        return task.result()
+        for _ in range(ours):  # a cancellation the work absorbed
+            task.uncancel()
+        return result
 
     @contextlib.contextmanager
     def _running(self, halt: Callable[[], object]) -> Iterator[None]:
