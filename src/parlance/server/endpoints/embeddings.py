@@ -21,9 +21,9 @@ from starlette.responses import JSONResponse, Response
 from parlance.core.embeddings import Embeddings
 from parlance.core.errors import ParlanceError
 from parlance.dialects.embeddings import EmbeddingDialect, EmbedServed
-from parlance.models.lease import ModelLease
-from parlance.models.served import LoadOptions, ServedModels
+from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
+from parlance.server.generation.loading import call_lease
 from parlance.server.generation.supervision import Supervisor
 from parlance.server.http.access_log import access_record
 from parlance.server.http.auth import authorize
@@ -47,9 +47,7 @@ class EmbeddingsEndpoint:
         try:
             authorize(request, self.settings.api_keys)
             call = await read_json(request, self.settings.max_body_bytes, self.dialect.parse)
-            options = LoadOptions(context_length=call.context_length)
-            async with ModelLease(self.models, call.request.model, options,
-                                  call.keep_alive) as lease:
+            async with call_lease(self.models, call) as lease:
                 record.model = lease.name
                 result = NO_INPUTS
                 if call.request.inputs:

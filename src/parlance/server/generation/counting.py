@@ -8,8 +8,8 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from parlance.dialects.base import Call
-from parlance.models.lease import ModelLease
-from parlance.models.served import LoadOptions, ServedModel, ServedModels
+from parlance.models.served import ServedModel, ServedModels
+from parlance.server.generation.loading import call_lease
 from parlance.server.generation.supervision import Supervisor
 from parlance.server.generation.tool_servers import open_tool_servers
 from parlance.server.http.access_log import access_record
@@ -22,8 +22,7 @@ async def prompt_tokens(request: Request, models: ServedModels, settings: Server
     servers are asked for them, as `start` would)."""
     supervisor = Supervisor.for_call(request.app, access_record(request),
                                      settings.request_timeout)
-    options = LoadOptions(context_length=call.context_length)
-    async with ModelLease(models, call.request.model, options, call.keep_alive) as lease:
+    async with call_lease(models, call) as lease:
         return await supervisor.answer(request.receive, _count(lease.model, settings, call))
 
 

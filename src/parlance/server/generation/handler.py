@@ -1,20 +1,18 @@
 """The one generic handler behind every generation endpoint.
 
-`handle`: authorize, read the body, `dialect.parse`; then `start` takes the model
-(`ModelLease`), opens the call's tool servers and starts the engine: every refusal
-happens there, before any byte is sent, so it is a real HTTP error even for
-`stream: true`. Then either the call's frames (`frames`, by the dialect's encoder) or
-one answer, `render(accumulate(events))`. Each call's `Supervisor` stops it at its
-deadline, when the drain's grace ends or when its stop switch is thrown, and the
-stream ends by the dialect's contract even then.
-
-`start` and `frames` also serve WebSocket mode (`socket_mode.py`) and background
-responses (`background.py`, which gives the call a stop switch).
+`handle`: authorize, read and parse the body, then `start` (the model's lease, the
+call's tool servers, `engine.start`: every refusal happens there, before any byte is
+sent, so it is a real HTTP error even for `stream: true`), then the dialect's frames
+(`frames`) or one answer, `render(accumulate(events))`. The call's `Supervisor` stops
+it at its deadline, at the drain's end or by its stop switch, and its answer still
+ends by the dialect's contract. `start` and `frames` also serve WebSocket mode
+(`socket_mode.py`) and background responses (`background.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
@@ -38,15 +36,14 @@ from parlance.dialects.base import (
 from parlance.engines.base import Generation
 from parlance.integrations.loop import ToolLoop
 from parlance.integrations.toolbox import Toolbox
-from parlance.models.lease import ModelLease
-from parlance.models.served import LoadOptions, ServedModel, ServedModels
+from parlance.models.served import ServedModel, ServedModels
 from parlance.server.body.reader import read_json
 from parlance.server.generation.conversations import Conversations
-from parlance.server.generation.loading import LoadingGeneration
+from parlance.server.generation.loading import LoadingGeneration, call_lease, load_only
 from parlance.server.generation.streaming import EventStreamResponse
 from parlance.server.generation.supervision import Started, StopSwitch, Supervisor
 from parlance.server.generation.tool_servers import open_tool_servers
-from parlance.server.http.access_log import AccessRecord, access_record
+from parlance.server.http.access_log import access_record
 from parlance.server.http.auth import authorize
 from parlance.server.http.refusal import error_response
 from parlance.server.settings import ServerSettings
@@ -78,7 +75,7 @@ class GenerationHandler:
             authorize(request, self.settings.api_keys)
             call = await read_json(request, self.settings.max_body_bytes, self.dialect.parse)
             if call.load_only:
-                return await self._load_only(call, record)
+                return await load_only(self.models, self.dialect, call, record)
             background = self.runs is not None and self.runs.takes(call)
             if background:
                 supervisor.switch = StopSwitch()
@@ -99,20 +96,7 @@ class GenerationHandler:
         try:
             return await self._complete(request, started)
         finally:
-            await _let_go(started)
-
-    async def _load_only(self, call: Call, record: AccessRecord) -> Response:
-        """Load the call's model (with keep_alive 0: unload it) and answer at once."""
-        name, load_seconds = call.request.model, None
-        if call.keep_alive == 0:
-            self.models.spec(name)  # 404 for a model that does not exist at all
-            await self.models.expire(name)
-        else:
-            async with ModelLease(self.models, name, _options(call), call.keep_alive) as lease:
-                name, load_seconds = lease.name, lease.load_seconds
-        record.model = name
-        served = Served(name, (), load_seconds)
-        return JSONResponse(self.dialect.render(call, served, Accumulator().result))
+            await started.close()
 
     async def start(self, call: Call, supervisor: Supervisor,
                     conversations: Conversations | None) -> Started:
@@ -123,10 +107,11 @@ class GenerationHandler:
         try:
             if conversations is not None:
                 call = conversations.recall(call)
-            lease = ModelLease(self.models, call.request.model, _options(call),
-                               call.keep_alive)
-            # 404 for a model that does not exist at all, 400 for load options out of
-            # range or a load too big for memory: now, before the response starts.
+            lease = call_lease(self.models, call)
+            # A cold model is loaded inside the response for a dialect that reports the
+            # load; what would refuse the load (404 for a model that does not exist at
+            # all, 400 for load options out of range or a load too big for memory)
+            # refuses the call now, before the response starts.
             cold = self._reports_loading and not self.models.is_loaded(call.request.model)
             lease.check(loading_later=cold)
             if not cold:
@@ -134,7 +119,8 @@ class GenerationHandler:
             call, toolbox = await open_tool_servers(call, self.settings.integrations)
             generation: Generation
             if cold:
-                generation = self._load_then_start(call, lease, toolbox)
+                generation = LoadingGeneration(lease, functools.partial(
+                    self._start_on, call, toolbox=toolbox))
             else:
                 call, generation = await self._start(call, lease.model, toolbox)
         except BaseException:
@@ -147,14 +133,10 @@ class GenerationHandler:
         served = Served(lease.name, generation.prompts, lease.load_seconds)
         return Started(call, served, generation, supervisor, lease, toolbox, conversations)
 
-    def _load_then_start(self, call: Call, lease: ModelLease,
-                         toolbox: Toolbox | None) -> LoadingGeneration:
-        """The model is not loaded: load it inside the response, reporting progress."""
-
-        async def start(model: ServedModel) -> Generation:
-            return (await self._start(call, model, toolbox))[1]
-
-        return LoadingGeneration(lease, start)
+    async def _start_on(self, call: Call, model: ServedModel, *,
+                        toolbox: Toolbox | None) -> Generation:
+        """The generation, once a model loaded inside the response is there."""
+        return (await self._start(call, model, toolbox))[1]
 
     async def _start(self, call: Call, model: ServedModel,
                      toolbox: Toolbox | None) -> tuple[Call, Generation]:
@@ -198,7 +180,7 @@ class GenerationHandler:
         finally:  # also when the client left mid-stream: the outcome is stored as it is
             if conversations is not None:
                 conversations.keep(call, encoder.outcome())  # type: ignore[attr-defined]
-            await _let_go(started)
+            await started.close()
 
     async def _complete(self, request: Request, started: Started) -> Response:
         call, served, conversations = started.call, started.served, started.conversations
@@ -225,14 +207,3 @@ class GenerationHandler:
             conversations.keep(call, body)
         return JSONResponse(body)
 
-
-def _options(call: Call) -> LoadOptions:
-    """The load options a call asks for (a cold model's context)."""
-    return LoadOptions(context_length=call.context_length)
-
-
-async def _let_go(started: Started) -> None:
-    """The call is over: its tool servers are closed and its model released."""
-    if started.toolbox is not None:
-        await started.toolbox.aclose()
-    started.lease.release()

@@ -1,27 +1,60 @@
-"""A generation that first loads its cold model, reporting real load progress as
-`ModelLoad` events, then starts and streams the generation proper.
+"""Taking a call's model: the lease a call asks for (`call_lease`), a call that only
+loads or unloads its model (`load_only`, Ollama's call without a prompt), and a
+generation that first loads its cold model inside the response (`LoadingGeneration`).
 
-For dialects whose clients see model loads (LM Studio's `model_load.*`): the
-stream begins at once and the load happens inside it, through the call's model lease,
-so a load failure or a refusal at start becomes the stream's `Failed` event. Only the
-request that caused the load sees its progress; one that joins another's load just waits.
+`LoadingGeneration` is for dialects whose clients see model loads (LM Studio's
+`model_load.*`): the stream begins at once and the load happens inside it, reporting
+real progress as `ModelLoad` events, so a load failure or a refusal at start becomes
+the stream's `Failed` event. Only the request that caused the load sees its progress;
+one that joins another's load just waits.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
+from starlette.responses import JSONResponse, Response
+
+from parlance.core.accumulate import Accumulator
 from parlance.core.errors import ParlanceError
 from parlance.core.events import Event, Failed, ModelLoad
+from parlance.dialects.base import Call, Dialect, Served
+from parlance.dialects.embeddings import EmbedCall
 from parlance.engines.base import Generation, PromptInfo
 from parlance.models.lease import ModelLease
-from parlance.models.served import ServedModel
+from parlance.models.served import LoadOptions, ServedModel, ServedModels
+from parlance.server.http.access_log import AccessRecord
 
 Start = Callable[[ServedModel], Awaitable[Generation]]
 
 
+def call_lease(models: ServedModels, call: Call | EmbedCall) -> ModelLease:
+    """The lease a call asks for: the model it names, the context a cold one is loaded
+    with, and how long it stays loaded once idle (Ollama's keep_alive)."""
+    return ModelLease(models, call.request.model,
+                      LoadOptions(context_length=call.context_length), call.keep_alive)
+
+
+async def load_only(models: ServedModels, dialect: Dialect[Any], call: Call,
+                    record: AccessRecord) -> Response:
+    """Load the call's model (with keep_alive 0: unload it) and answer at once."""
+    name, load_seconds = call.request.model, None
+    if call.keep_alive == 0:
+        models.spec(name)  # 404 for a model that does not exist at all
+        await models.expire(name)
+    else:
+        async with call_lease(models, call) as lease:
+            name, load_seconds = lease.name, lease.load_seconds
+    record.model = name
+    served = Served(name, (), load_seconds)
+    return JSONResponse(dialect.render(call, served, Accumulator().result))
+
+
 class LoadingGeneration:
+    """Loads the model through the call's lease, then runs `start(model)`'s generation."""
+
     prompts: tuple[PromptInfo, ...] = ()
 
     def __init__(self, lease: ModelLease, start: Start) -> None:

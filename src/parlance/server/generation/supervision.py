@@ -233,3 +233,9 @@ class Started:
     lease: ModelLease  # the model it runs on, released when its stream ends
     toolbox: Toolbox | None  # the request's server-side tools, closed with its stream
     conversations: Conversations | None  # where it is kept (stateful dialects)
+
+    async def close(self) -> None:
+        """The call is over: its tool servers are closed and its model released."""
+        if self.toolbox is not None:
+            await self.toolbox.aclose()
+        self.lease.release()
