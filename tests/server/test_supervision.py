@@ -161,6 +161,20 @@ async def test_an_outside_cancellation_stays_one():
         await task
 
 
+async def test_a_stop_the_work_absorbs_leaves_no_cancellation_behind():
+    async def stubborn() -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return "absorbed"
+        return "never"
+
+    assert await supervisor(timeout=0.0).answer(never_left, stubborn()) == "absorbed"
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+    await asyncio.sleep(0)  # (a cancellation still pending would be raised here)
+
+
 async def test_a_client_leaving_is_no_stop():
     gone = asyncio.Event()
 

@@ -66,6 +66,9 @@ class EngineMetrics:
                     or self.embedding_requests)
 
 
+Sample = int | float | Histogram  # one instance's value of a metric
+
+
 @dataclass(frozen=True, slots=True)
 class MetricFamily:
     """One metric of a component, for every instance of it: its name (the server adds
@@ -76,7 +79,7 @@ class MetricFamily:
     kind: MetricKind
     help: str
     label: str
-    samples: tuple[tuple[str, int | float | Histogram], ...]
+    samples: tuple[tuple[str, Sample], ...]
 
 
 @runtime_checkable

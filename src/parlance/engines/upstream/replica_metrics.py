@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from parlance.engines.metrics import Histogram, MetricFamily, MetricKind
+from parlance.engines.metrics import MetricFamily, MetricKind, Sample
 from parlance.engines.upstream.replica import Replica
 
 # (name, type, help, how to read it off the replica)
-FAMILIES: tuple[tuple[str, MetricKind, str, Callable[[Replica], int | float | Histogram]], ...] = (
+FAMILIES: tuple[tuple[str, MetricKind, str, Callable[[Replica], Sample]], ...] = (
     ("upstream_healthy", "gauge", "1 while the replica takes requests (its circuit is "
      "not open).", lambda r: int(r.healthy)),
     ("upstream_requests_outstanding", "gauge", "Requests in flight to the replica.",

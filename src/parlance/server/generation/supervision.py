@@ -159,14 +159,11 @@ class Supervisor:
         try:
             if stoppable:
                 with self._running(cancel):
-                    result = await work
-            else:
-                result = await work
+                    return await work
+            return await work
         except asyncio.CancelledError:
-            for _ in range(ours):
-                task.uncancel()
-            if task.cancelling() or not ours:
-                raise  # cancelled from outside as well: that one goes on
+            if not ours or task.cancelling() > ours:
+                raise  # cancelled from outside (too): that cancellation goes on
             if left:
                 raise ClientDisconnect() from None
             assert self.reason is not None
@@ -174,9 +171,8 @@ class Supervisor:
         finally:
             listener.remove_done_callback(leave)
             listener.cancel()
-        for _ in range(ours):  # a cancellation the work absorbed
-            task.uncancel()
-        return result
+            for _ in range(ours):  # answered here, or absorbed by the work
+                task.uncancel()
 
     @contextlib.contextmanager
     def _running(self, halt: Callable[[], object]) -> Iterator[None]:
@@ -230,7 +226,7 @@ class Started:
     served: Served
     generation: Generation
     supervisor: Supervisor
-    lease: ModelLease  # the model it runs on, released when its stream ends
+    lease: ModelLease  # the model it runs on, released when the call ends
     toolbox: Toolbox | None  # the request's server-side tools, closed with its stream
     conversations: Conversations | None  # where it is kept (stateful dialects)
 
