@@ -49,6 +49,8 @@ NEUTRAL = "dialects speak only in core's neutral values"
     ("dialects/bad.py", "from parlance.engines.parsing import syntax", NEUTRAL),
     ("dialects/anthropic/bad.py", "from parlance.dialects.openai import tools",
      "no dialect imports another"),
+    ("server/bad.py", "from parlance.engines.upstream import Fleet",
+     "the server never imports an engine's implementation"),
 ])
 def test_a_wrong_import_breaks_its_contract(tmp_path, module, bad_import, contract):
     shutil.copytree(ROOT / "src" / "parlance", tmp_path / "src" / "parlance",

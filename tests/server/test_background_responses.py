@@ -205,7 +205,7 @@ async def test_the_drain_ends_running_ones_failed(tmp_path):
     app = make_app(engine, data_dir=tmp_path)
     async with serving(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as http:
         created = (await http.post(RESPONSES, json=BACKGROUND)).json()
-        app.state.drain.stop_now()  # the server refuses requests now: read its store
+        app.state.drain.end_grace()  # the server refuses requests now: read its store
         store = ResponseStore(tmp_path / "responses.sqlite3")
         for _ in range(int(WAIT / 0.01)):
             stored = store.get(created["id"])

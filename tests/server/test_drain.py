@@ -110,7 +110,7 @@ async def test_generation_started_after_the_grace_is_stopped_at_once():
     endless(engine, 1)
     app = make_app(engine, shutdown_grace=0.0)
     drain = app.state.drain
-    drain.stop_now()
+    drain.end_grace()
     drain.draining = False  # as if the request had passed admission just before
     frames = (await exchange(app, "/v1/chat/completions",
                              {"messages": HELLO, "stream": True})).sse()

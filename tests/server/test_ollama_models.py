@@ -435,7 +435,7 @@ async def test_a_pull_stream_ends_when_the_server_drains(tmp_path, origin):
                             json={"model": f"{base}/held.gguf"}) as answer):
         lines = answer.aiter_lines()
         assert json.loads(await anext(lines))["status"] == "pulling held.gguf"
-        app.state.drain.stop_now()  # the grace is over: the origin still holds the rest
+        app.state.drain.end_grace()  # the grace is over: the origin still holds the rest
         rest = [json.loads(line) async for line in lines]
     assert rest[-1] == {"error": "The server is shutting down; retry once it is back "
                                  "(or against another instance)."}

@@ -1,5 +1,7 @@
 """Engine metrics, neutral: counters, gauges and histograms an engine updates and the
-server renders (Prometheus text at `GET /metrics`).
+server renders (Prometheus text at `GET /metrics`), and `MetricFamily`, the form in
+which any other component (the upstream replicas) hands the server its metrics, so the
+server renders them without knowing the component.
 
 Written by the engine's own thread, read by the server; single int/float
 updates are atomic under the GIL, and a scrape may see a histogram mid-update
@@ -10,6 +12,9 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+MetricKind = Literal["gauge", "counter", "histogram"]
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -59,3 +64,26 @@ class EngineMetrics:
     def idle(self) -> bool:
         return not (self.slots_in_use or self.requests_running or self.requests_waiting
                     or self.embedding_requests)
+
+
+Sample = int | float | Histogram  # one instance's value of a metric
+
+
+@dataclass(frozen=True, slots=True)
+class MetricFamily:
+    """One metric of a component, for every instance of it: its name (the server adds
+    `parlance_`), type and help, the label that names an instance, and one sample per
+    instance: (that label's value, the value)."""
+
+    name: str
+    kind: MetricKind
+    help: str
+    label: str
+    samples: tuple[tuple[str, Sample], ...]
+
+
+@runtime_checkable
+class ExportsMetrics(Protocol):
+    """A component whose metrics `GET /metrics` shows beside the engines' own."""
+
+    def metric_families(self) -> list[MetricFamily]: ...

@@ -8,7 +8,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from parlance.engines.upstream import Fleet, Replica
+from parlance.engines.metrics import MetricFamily
+from parlance.engines.upstream import Fleet
+from parlance.engines.upstream.replica_metrics import replica_families
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModel
 
@@ -36,8 +38,9 @@ class UpstreamModels:
             out.append(model)
         return out
 
-    def replicas(self) -> list[Replica]:
-        return list(self.fleet.replicas)
+    def metric_families(self) -> list[MetricFamily]:
+        """The replicas' metrics (`engines.metrics.ExportsMetrics`), for `GET /metrics`."""
+        return replica_families(self.fleet.replicas)
 
     async def start(self) -> None:
         await self.fleet.start()

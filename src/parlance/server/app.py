@@ -19,7 +19,7 @@ from parlance.server.generation.drain import Drain
 from parlance.server.http.access_log import CLIENT_CLOSED, AccessLog, access_record
 from parlance.server.http.admission import Admission
 from parlance.server.http.origins import CrossSiteGuard
-from parlance.server.http.refusal import error_json
+from parlance.server.http.refusal import error_response
 from parlance.server.router import IndexedRouter
 from parlance.server.routes import build_routes, error_renderer
 from parlance.server.settings import ServerSettings
@@ -35,13 +35,16 @@ async def _no_route(request: Request, exc: Exception) -> Response:
         error = MethodNotAllowed(f"Method not allowed for: {where}.", code="method_not_allowed")
     else:
         error = RouteNotFound(f"Unknown request URL: {where}.", code="unknown_url")
-    return error_json(error_renderer(request.url.path)(error))
+    return error_response(error_renderer(request.url.path), error)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A bug: a 500 in the path's envelope, on a connection that is then closed (the
+    server closes it after an exception; the header tells the client not to reuse it)."""
     log.exception("unhandled error", exc_info=exc)
-    response = error_json(error_renderer(request.url.path)(
-        EngineFailure("The server had an error while processing your request.")))
+    response = error_response(
+        error_renderer(request.url.path),
+        EngineFailure("The server had an error while processing your request."), close=True)
     response.headers["x-request-id"] = access_record(request).request_id
     return response
 
@@ -66,7 +69,7 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await models.start()
         yield
-        drain.stop_now()  # normally done by the server's shutdown (server/runner.py)
+        drain.end_grace()  # normally done by the server's shutdown (server/runner.py)
         if downloads is not None:
             await downloads.aclose()
         await models.aclose()
@@ -81,5 +84,5 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
         lifespan=lifespan,
     )
     app.router = IndexedRouter(app.router.routes, lifespan=lifespan)
-    app.state.drain = drain  # the generic handler enrols its generations in it
+    app.state.drain = drain  # every call's supervisor enrols in it
     return app

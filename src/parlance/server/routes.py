@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from parlance.core.errors import ParlanceError
 from parlance.dialects import anthropic, lmstudio, ollama
 from parlance.dialects.anthropic import AnthropicMessages
-from parlance.dialects.base import Dialect, ErrorResponse
+from parlance.dialects.base import Dialect
 from parlance.dialects.embedding_base import EmbeddingDialect
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.ollama import OllamaChat, OllamaGenerate
@@ -36,6 +34,7 @@ from parlance.server.endpoints.stored_responses import StoredResponses
 from parlance.server.generation.background import BackgroundRuns
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.generation.socket_mode import SocketEndpoint
+from parlance.server.http.refusal import Render
 from parlance.server.sealing import server_sealer
 from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore
@@ -69,21 +68,21 @@ def embeddings() -> tuple[tuple[str, EmbeddingDialect[Any]], ...]:
     )
 
 
-LMSTUDIO_PATHS = ("/api/v1", "/api/v0")  # and what lies under them
-OLLAMA_PREFIX = "/api/"  # (what is not LM Studio's); every other path speaks OpenAI's
-ANTHROPIC_PATHS = ("/v1/messages", "/messages")  # and what lies under them
-
-
-def error_renderer(path: str) -> Callable[[ParlanceError], ErrorResponse]:
-    """The error envelope of the API a path belongs to, for errors no endpoint caught
-    (no such route, an unexpected exception)."""
-    if any(path == p or path.startswith(p + "/") for p in LMSTUDIO_PATHS):
+def error_renderer(path: str) -> Render:
+    """The error envelope of the API a path belongs to (each dialect names its paths;
+    every other path speaks OpenAI's), for errors no endpoint caught (no such route, an
+    unexpected exception) and refusals before any endpoint runs."""
+    if _under(path, lmstudio.PATHS):
         return lmstudio.render_error
-    if path.startswith(OLLAMA_PREFIX):
+    if path.startswith(ollama.PREFIX):
         return ollama.render_error
-    if any(path == p or path.startswith(p + "/") for p in ANTHROPIC_PATHS):
+    if _under(path, anthropic.PATHS):
         return anthropic.render_error
     return openai_errors.render_error
+
+
+def _under(path: str, paths: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in paths)
 
 
 def build_routes(models: ServedModels, settings: ServerSettings,

@@ -50,7 +50,7 @@ class DrainingServer(uvicorn.Server):
         # Not uvicorn's own handler: it would raise the signal again after serving, and
         # a drained shutdown is a clean exit (status 0).
         if self.should_exit and self._loop is not None:
-            self._loop.call_soon_threadsafe(self.drain.stop_now)
+            self._loop.call_soon_threadsafe(self.drain.end_grace)
         self.should_exit = True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

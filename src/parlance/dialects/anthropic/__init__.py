@@ -18,6 +18,8 @@ from parlance.dialects.anthropic.stream import PING, MessageEncoder
 from parlance.dialects.base import Call, ErrorResponse, Framing, Served
 from parlance.dialects.shared.wire import parse_body
 
+PATHS = ("/v1/messages", "/messages")  # Anthropic's API: these paths and what lies under them
+
 render_error = errors.render_error
 
 

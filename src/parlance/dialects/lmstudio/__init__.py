@@ -28,6 +28,8 @@ from parlance.dialects.lmstudio.result import result_body, thread_messages
 from parlance.dialects.lmstudio.stream import ChatEventEncoder
 from parlance.dialects.shared.wire import parse_body
 
+PATHS = ("/api/v1", "/api/v0")  # LM Studio's APIs: these paths and what lies under them
+
 render_error = errors.render_error
 
 

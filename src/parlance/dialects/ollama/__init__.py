@@ -32,6 +32,9 @@ from parlance.dialects.ollama.request import ChatRequest, CommonRequest, Generat
 from parlance.dialects.ollama.stream import OllamaEncoder
 from parlance.dialects.shared.wire import parse_body
 
+# Ollama's API: every path under it that is not LM Studio's (`lmstudio.PATHS`)
+PREFIX = "/api/"
+
 render_error = errors.render_error
 
 

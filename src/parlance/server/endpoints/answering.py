@@ -10,17 +10,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from parlance.core.errors import ParlanceError
-from parlance.dialects.base import ErrorResponse
 from parlance.server.http.auth import authorize
-from parlance.server.http.refusal import error_json
+from parlance.server.http.refusal import Render, error_response
 
 Work = Callable[[Request], Awaitable[Any]]  # a Response (or any ASGI app), or a dict
 Endpoint = Callable[[Request], Awaitable[Any]]
-Renderer = Callable[[ParlanceError], ErrorResponse]
 
 
-def answering(work: Work, api_keys: tuple[str, ...], render_error: Renderer,
-              envelope: Callable[[Request], Renderer] | None = None) -> Endpoint:
+def answering(work: Work, api_keys: tuple[str, ...], render_error: Render,
+              envelope: Callable[[Request], Render] | None = None) -> Endpoint:
     """`envelope` picks the renderer by request, for a path two APIs share
     (`/v1/models` answers Anthropic's clients, who send `anthropic-version`, in theirs)."""
     async def endpoint(request: Request) -> Any:
@@ -29,7 +27,7 @@ def answering(work: Work, api_keys: tuple[str, ...], render_error: Renderer,
             result = await work(request)
         except ParlanceError as exc:
             render = envelope(request) if envelope is not None else render_error
-            return error_json(render(exc))
+            return error_response(render, exc)
         return JSONResponse(result) if isinstance(result, dict) else result
 
     return endpoint

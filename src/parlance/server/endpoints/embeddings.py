@@ -2,16 +2,16 @@
 LM Studio `/api/v0/embeddings`, Ollama `/api/embed` and `/api/embeddings`).
 
 Embeddings are one answer, not a stream, so they do not go through the generation
-handler: authorize, read the body (`dialect.parse`), get the model (loading it just in
-time), `engine.embed` within the request deadline (cancelled when the client leaves),
-then `dialect.render`. Every refusal is in the dialect's own envelope. A call's
-`keep_alive` (Ollama) rules how long the model stays loaded once idle, as for
-generation calls.
+handler, but they take their model and are supervised as every call is: authorize,
+read the body (`dialect.parse`), the model's lease (loading it just in time; a call's
+`keep_alive` (Ollama) rules how long it stays loaded once idle), `engine.embed` under
+the call's `Supervisor` (stopped at the request deadline or when the drain's grace
+ends, abandoned when the client leaves), then `dialect.render`. Every refusal is in
+the dialect's own envelope.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -19,14 +19,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from parlance.core.embeddings import Embeddings
-from parlance.core.errors import ParlanceError, RequestTimeout
-from parlance.dialects.embedding_base import EmbedCall, EmbeddingDialect, EmbedServed
-from parlance.models.served import LoadOptions, ServedModel, ServedModels
+from parlance.core.errors import ParlanceError
+from parlance.dialects.embedding_base import EmbeddingDialect, EmbedServed
+from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
-from parlance.server.generation.supervision import race_disconnect
+from parlance.server.generation.loading import call_lease
+from parlance.server.generation.supervision import Supervisor
 from parlance.server.http.access_log import access_record
 from parlance.server.http.auth import authorize
-from parlance.server.http.refusal import error_json
+from parlance.server.http.refusal import error_response
 from parlance.server.settings import ServerSettings
 
 NO_INPUTS = Embeddings((), 0)
@@ -41,52 +42,19 @@ class EmbeddingsEndpoint:
 
     async def handle(self, request: Request) -> Response:
         arrived = time.perf_counter()
+        record = access_record(request)
+        supervisor = Supervisor.for_call(request.app, record, self.settings.request_timeout)
         try:
             authorize(request, self.settings.api_keys)
             call = await read_json(request, self.settings.max_body_bytes, self.dialect.parse)
-            name, load_seconds, result = await self._embed(request, call)
+            async with call_lease(self.models, call) as lease:
+                record.model = lease.name
+                result = NO_INPUTS
+                if call.request.inputs:
+                    result = await supervisor.answer(
+                        request.receive, lease.model.engine.embed(call.request))
+                    record.prompt_tokens = result.prompt_tokens
         except ParlanceError as exc:
-            return error_json(self.dialect.render_error(exc))
-        if result is None:
-            return Response(status_code=499)  # the client left: nobody is listening
-        served = EmbedServed(name, load_seconds, time.perf_counter() - arrived)
+            return error_response(self.dialect.render_error, exc)
+        served = EmbedServed(lease.name, lease.load_seconds, time.perf_counter() - arrived)
         return JSONResponse(self.dialect.render(call, served, result))
-
-    async def _embed(self, request: Request, call: EmbedCall
-                     ) -> tuple[str, float | None, Embeddings | None]:
-        """(the id to echo, seconds this call waited for the model to load (None: it was
-        loaded), the vectors; None when the client left before they were ready)."""
-        wanted = call.request.model
-        options = LoadOptions(context_length=call.context_length)
-        if options != LoadOptions():  # load options no load could honour: a 400 now
-            self.models.check(wanted, options)
-        model, name, load_seconds = await self.models.acquire(wanted, None, options)
-        self.models.keep(model, call.keep_alive)  # (None: the server's rule)
-        access_record(request).model = name
-        try:
-            return name, load_seconds, await self._vectors(request, call, model)
-        finally:
-            self.models.release(name)  # its idle time (keep_alive) starts now
-
-    async def _vectors(self, request: Request, call: EmbedCall,
-                       model: ServedModel) -> Embeddings | None:
-        if not call.request.inputs:
-            return NO_INPUTS
-        outcome: list[Embeddings | ParlanceError] = []
-
-        async def work() -> None:  # (raises nothing: a task group would wrap it)
-            try:
-                async with asyncio.timeout(self.settings.request_timeout):
-                    outcome.append(await model.engine.embed(call.request))
-            except TimeoutError:
-                outcome.append(RequestTimeout())
-            except ParlanceError as exc:
-                outcome.append(exc)
-
-        if await race_disconnect(request, work()):
-            return None
-        result = outcome[0]
-        if isinstance(result, ParlanceError):
-            raise result
-        access_record(request).prompt_tokens = result.prompt_tokens
-        return result

@@ -1,5 +1,6 @@
 """`POST /v1/messages/count_tokens`: `{"input_tokens": N}`, counted as `start` would
-evaluate the request (`handler.prompt_tokens`, its `mcp_servers`' tools included)."""
+evaluate the request (`generation.counting.prompt_tokens`, its `mcp_servers`' tools
+included)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from parlance.dialects.anthropic import AnthropicMessages, render_error
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
 from parlance.server.endpoints.answering import answering
-from parlance.server.generation.handler import prompt_tokens
+from parlance.server.generation.counting import prompt_tokens
 from parlance.server.settings import ServerSettings
 
 
@@ -26,4 +27,4 @@ class MessageTokens:
     async def _count(self, request: Request) -> dict[str, Any]:
         call = await read_json(request, self.settings.max_body_bytes,
                                self.dialect.parse_for_count)
-        return {"input_tokens": await prompt_tokens(self.models, self.settings, call)}
+        return {"input_tokens": await prompt_tokens(request, self.models, self.settings, call)}

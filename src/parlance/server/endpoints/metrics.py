@@ -1,25 +1,28 @@
-"""`GET /metrics`: every served engine's metrics in the Prometheus text format (0.0.4)."""
+"""`GET /metrics`: every served engine's metrics in the Prometheus text format (0.0.4),
+and those of any other component that exports some (`engines.metrics.ExportsMetrics`:
+the upstream replicas)."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from parlance.dialects.openai.errors import render_error
-from parlance.engines.metrics import EngineMetrics, Histogram
-from parlance.engines.upstream import Replica
+from parlance.engines.metrics import (
+    EngineMetrics,
+    ExportsMetrics,
+    Histogram,
+    MetricFamily,
+    MetricKind,
+)
 from parlance.models.served import ServedModels
-from parlance.models.upstream import UpstreamModels
 from parlance.server.endpoints.answering import answering
 from parlance.server.settings import ServerSettings
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # (name, type, help, attribute of EngineMetrics)
-FAMILIES = (
+FAMILIES: tuple[tuple[str, MetricKind, str, str], ...] = (
     ("requests_running", "gauge", "Requests being decoded now.", "requests_running"),
     ("requests_waiting", "gauge", "Requests waiting for a slot.", "requests_waiting"),
     ("slots_in_use", "gauge", "Slots (sequences) in use.", "slots_in_use"),
@@ -43,50 +46,25 @@ FAMILIES = (
 )
 
 
-# Per upstream replica: (name, type, help, how to read it off the replica)
-REPLICA_FAMILIES: tuple[tuple[str, str, str, Callable[[Replica], Any]], ...] = (
-    ("upstream_healthy", "gauge", "1 while the replica takes requests (its circuit is "
-     "not open).", lambda r: int(r.healthy)),
-    ("upstream_requests_outstanding", "gauge", "Requests in flight to the replica.",
-     lambda r: r.outstanding),
-    ("upstream_requests_total", "counter", "Requests sent to the replica.",
-     lambda r: r.metrics.requests),
-    ("upstream_failures_total", "counter", "Refused connections, server errors and broken "
-     "streams of the replica.", lambda r: r.metrics.failures),
-    ("upstream_ejections_total", "counter", "Times the replica was taken out of its pools.",
-     lambda r: r.metrics.ejections),
-    ("upstream_affinity_routed_total", "counter", "Requests sent to the replica because it "
-     "held their prompt prefix.", lambda r: r.metrics.affinity_hits),
-    ("upstream_tokens_relayed_total", "counter", "Completion tokens the replica streamed.",
-     lambda r: r.metrics.tokens_relayed),
-    ("upstream_time_to_first_token_seconds", "histogram", "Request sent to the replica to "
-     "its first token.", lambda r: r.metrics.time_to_first_token),
-)
-
-
-def render_replicas(replicas: list[Replica]) -> str:
-    lines: list[str] = []
-    for name, kind, help_text, read in REPLICA_FAMILIES:
-        full = f"parlance_{name}"
-        lines += [f"# HELP {full} {help_text}", f"# TYPE {full} {kind}"]
-        for replica in replicas:
-            label = f'replica="{_escape(replica.label)}"'
-            value = read(replica)
-            if isinstance(value, Histogram):
-                lines += _histogram(full, label, value)
-            else:
-                lines.append(f"{full}{{{label}}} {value}")
-    return "\n".join(lines) + "\n"
+def engine_families(by_model: list[tuple[str, EngineMetrics]]) -> list[MetricFamily]:
+    """The engines' own metrics, one sample per served model (labelled `model`)."""
+    return [MetricFamily(name, kind, help_text, "model",
+                         tuple((model, getattr(metrics, attribute)) for model, metrics in by_model))
+            for name, kind, help_text, attribute in FAMILIES]
 
 
 def render_prometheus(by_model: list[tuple[str, EngineMetrics]]) -> str:
+    return render(engine_families(by_model))
+
+
+def render(families: list[MetricFamily]) -> str:
+    """Prometheus text (0.0.4): each family's help and type, then its samples."""
     lines: list[str] = []
-    for name, kind, help_text, attribute in FAMILIES:
-        full = f"parlance_{name}"
-        lines += [f"# HELP {full} {help_text}", f"# TYPE {full} {kind}"]
-        for model, metrics in by_model:
-            label = f'model="{_escape(model)}"'
-            value = getattr(metrics, attribute)
+    for family in families:
+        full = f"parlance_{family.name}"
+        lines += [f"# HELP {full} {family.help}", f"# TYPE {full} {family.kind}"]
+        for instance, value in family.samples:
+            label = f'{family.label}="{_escape(instance)}"'
             if isinstance(value, Histogram):
                 lines += _histogram(full, label, value)
             else:
@@ -112,8 +90,8 @@ class MetricsEndpoint:
         self.scrape = answering(self._scrape, settings.api_keys, render_error)
 
     async def _scrape(self, request: Request) -> Response:
-        text = render_prometheus([(m.spec.id, m.engine.metrics) for m in self.models])
+        families = engine_families([(m.spec.id, m.engine.metrics) for m in self.models])
         upstreams = self.models.upstreams
-        if isinstance(upstreams, UpstreamModels):
-            text += render_replicas(upstreams.replicas())
-        return Response(text, media_type=CONTENT_TYPE)
+        if isinstance(upstreams, ExportsMetrics):
+            families += upstreams.metric_families()
+        return Response(render(families), media_type=CONTENT_TYPE)

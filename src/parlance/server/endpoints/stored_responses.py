@@ -18,8 +18,8 @@ from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
 from parlance.server.endpoints.answering import answering
 from parlance.server.generation.background import BackgroundRuns
-from parlance.server.generation.conversations import Memory
-from parlance.server.generation.handler import prompt_tokens
+from parlance.server.generation.conversations import Conversations
+from parlance.server.generation.counting import prompt_tokens
 from parlance.server.generation.streaming import EventStreamResponse
 from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore
@@ -36,7 +36,7 @@ class StoredResponses:
         self.store = store
         self.dialect = dialect
         self.runs = runs
-        self.memory = Memory(self.dialect, store)
+        self.conversations = Conversations(self.dialect, store)
         keys = settings.api_keys
         self.retrieve = answering(self._retrieve, keys, render_error)
         self.delete = answering(self._delete, keys, render_error)
@@ -98,9 +98,9 @@ class StoredResponses:
                              "has_more": len(items) > limit})
 
     async def _input_tokens(self, request: Request) -> Response:
-        call = self.memory.recall(await read_json(request, self.settings.max_body_bytes,
-                                                  self._parse_for_count))
-        count = await prompt_tokens(self.models, self.settings, call)
+        call = self.conversations.recall(await read_json(
+            request, self.settings.max_body_bytes, self._parse_for_count))
+        count = await prompt_tokens(request, self.models, self.settings, call)
         return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
 
     def _parse_for_count(self, body: Any) -> Call:

@@ -109,7 +109,7 @@ class BackgroundRuns:
                      frames: AsyncGenerator[Frame, None]) -> Response | EventStreamResponse:
         """Start the run; answer with the response as first stored, or follow it live
         (`stream: true`: a client that leaves stops following, not the run)."""
-        switch = started.watch.switch
+        switch = started.supervisor.switch
         assert switch is not None, "a background call is started with a stop switch"
         run = BackgroundRun(switch)
         self._running += 1
@@ -125,14 +125,14 @@ class BackgroundRuns:
 
     async def _drive(self, run: BackgroundRun, started: Started,
                      frames: AsyncGenerator[Frame, None]) -> None:
-        memory = started.memory
+        conversations = started.conversations
         try:
             async with contextlib.aclosing(frames) as stream:
                 async for frame in stream:
                     snapshot = self.dialect.progress(frame)
                     if snapshot is not None:
-                        if memory is not None:
-                            memory.keep(started.call, snapshot, pending=True)
+                        if conversations is not None:
+                            conversations.keep(started.call, snapshot, pending=True)
                         if run.id is None:
                             run.id = str(snapshot["id"])
                             self._runs[run.id] = run

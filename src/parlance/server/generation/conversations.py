@@ -1,4 +1,5 @@
-"""Loading and saving for stateful dialects: the I/O half of `dialects.base.Stateful`."""
+"""The conversations of stateful dialects, loaded and saved: the I/O half of
+`dialects.base.Stateful` (a call continues a stored response; its own is stored)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from parlance.dialects.base import Call, Stateful
 from parlance.store.responses import ResponseStore
 
 
-class Memory:
+class Conversations:
     def __init__(self, dialect: Stateful[Any], store: ResponseStore) -> None:
         self.dialect = dialect
         self.store = store

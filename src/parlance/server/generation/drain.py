@@ -1,14 +1,14 @@
 """Graceful shutdown: the server-wide drain.
 
 When the server is told to stop, it drains: new requests are refused (503 in their
-API's envelope, see `server/http/admission.py`), running generations may finish for
-`grace` seconds, and then every one still running is stopped with
-`ServerShuttingDown`, so its stream ends by its dialect's contract (an error frame
-and `[DONE]`, `response.failed`, LM Studio's `error` and `chat.end`) and a
-non-stream request gets a 503 instead of a cut connection.
+API's envelope, see `server/http/admission.py`), running calls may finish for `grace`
+seconds, and then every one still running is stopped with `ServerShuttingDown`, so a
+stream ends by its dialect's contract (an error frame and `[DONE]`, `response.failed`,
+LM Studio's `error` and `chat.end`) and an answer not streamed (a generation, an
+embedding, a token count) is a 503 in its API's envelope instead of a cut connection.
 
-The generic handler enrols each generation while it runs (`handler.guarded`);
-`server/runner.py` begins the drain at the start of uvicorn's shutdown.
+Every call's `Supervisor` (`server/generation/supervision.py`) enrols here while its
+work runs; `server/runner.py` begins the drain at the start of uvicorn's shutdown.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ log = logging.getLogger("parlance.server")
 
 class Stoppable(Protocol):
     def stop(self, reason: ParlanceError) -> None:
-        """End the work early; its stream then reports `reason`."""
+        """End the work early; its answer then reports `reason`."""
 
 
 class Drain:
@@ -41,24 +41,25 @@ class Drain:
 
     def begin(self) -> None:
         """Start draining (on the event loop; idempotent): refuse new requests, and stop
-        the generations still running after the grace."""
+        the calls still running after the grace."""
         if self.draining:
             return
         self.draining = True
-        log.info("draining: %d generations running, %.1fs to finish", self.running, self.grace)
+        log.info("draining: %d calls running, %.1fs to finish", self.running, self.grace)
         if self.grace <= 0:
-            self.stop_now()
+            self.end_grace()
         else:
-            self._timer = asyncio.get_running_loop().call_later(self.grace, self.stop_now)
+            self._timer = asyncio.get_running_loop().call_later(self.grace, self.end_grace)
 
-    def stop_now(self) -> None:
-        """End the grace: every running generation is stopped with `ServerShuttingDown`."""
+    def end_grace(self) -> None:
+        """The grace is over (its time is up, or a second signal came): every running
+        call is stopped with `ServerShuttingDown`, and so is any that enrols later."""
         self.draining = self.expired = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if self._running:
-            log.info("stopping %d generations still running", self.running)
+            log.info("stopping %d calls still running", self.running)
         for work in list(self._running):
             work.stop(ServerShuttingDown())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from parlance.dialects.base import Frame, Framing
 
@@ -26,8 +27,13 @@ def encode(frame: Frame, framing: Framing) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-def keepalive(framing: Framing) -> bytes | None:
-    """An SSE comment line clients ignore; NDJSON has no comments, so none."""
+def keepalive(framing: Framing, ping: Frame | None = None) -> Callable[[], bytes] | None:
+    """What an idle stream sends, made for each ping: the dialect's own ping frame, else
+    an SSE comment line (clients ignore it) stamped with the time it is sent; NDJSON
+    has no comments, so nothing."""
+    if ping is not None:
+        frame = encode(ping, framing)
+        return lambda: frame
     if framing == "ndjson":
         return None
-    return f": {time.time():.3f}\n\n".encode()
+    return lambda: f": {time.time():.3f}\n\n".encode()

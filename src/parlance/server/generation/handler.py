@@ -1,25 +1,26 @@
 """The one generic handler behind every generation endpoint.
 
-parse → resolve model → engine.start (all refusals happen here, before any
-byte is sent) → either a frame stream or `render(accumulate(events))`.
-It owns the request deadline, the mid-stream error frame and cancellation.
-Its `start` and `frames` also serve WebSocket mode (`server/generation/socket_mode.py`) and
-background responses (`server/generation/background.py`).
+`handle`: authorize, read and parse the body, then `start` (the model's lease, the
+call's tool servers, `engine.start`: every refusal happens there, before any byte is
+sent, so it is a real HTTP error even for `stream: true`), then the dialect's frames
+(`frames`) or one answer, `render(accumulate(events))`. The call's `Supervisor` stops
+it at its deadline, at the drain's end or by its stop switch, and its answer still
+ends by the dialect's contract. `start` and `frames` also serve WebSocket mode
+(`socket_mode.py`) and background responses (`background.py`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncGenerator
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from parlance.core.accumulate import Accumulator
-from parlance.core.errors import ContextOverflow, InvalidRequest, ParlanceError
+from parlance.core.errors import ContextOverflow, ParlanceError
 from parlance.core.events import Failed
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import (
@@ -36,19 +37,14 @@ from parlance.dialects.base import (
 from parlance.engines.base import Generation
 from parlance.integrations.loop import ToolLoop
 from parlance.integrations.toolbox import Toolbox
-from parlance.models.served import LoadOptions, ServedModel, ServedModels
+from parlance.models.served import ServedModel, ServedModels
 from parlance.server.body.reader import read_json
-from parlance.server.generation.conversations import Memory
-from parlance.server.generation.loading import LoadingGeneration
+from parlance.server.generation.conversations import Conversations
+from parlance.server.generation.loading import LoadingGeneration, call_lease, load_only
 from parlance.server.generation.streaming import EventStreamResponse
-from parlance.server.generation.supervision import (
-    Started,
-    StopSwitch,
-    Watch,
-    guarded,
-    race_disconnect,
-)
-from parlance.server.http.access_log import AccessRecord, access_record
+from parlance.server.generation.supervision import Started, StopSwitch, Supervisor
+from parlance.server.generation.tool_servers import open_tool_servers
+from parlance.server.http.access_log import access_record
 from parlance.server.http.auth import authorize
 from parlance.server.http.refusal import error_response
 from parlance.server.settings import ServerSettings
@@ -64,8 +60,8 @@ class GenerationHandler:
         self.dialect = dialect
         self.models = models
         self.settings = settings
-        self.memory = (Memory(dialect, store)
-                       if store is not None and isinstance(dialect, Stateful) else None)
+        self.conversations = (Conversations(dialect, store)
+                              if store is not None and isinstance(dialect, Stateful) else None)
         self.runs = runs  # where calls run that go on without their client
         # What the dialect can do, asked once (a Protocol isinstance costs µs per request)
         self._ping = dialect.ping if isinstance(dialect, Pings) else None
@@ -74,18 +70,19 @@ class GenerationHandler:
             dialect if isinstance(dialect, Truncating) else None)
 
     async def handle(self, request: Request) -> Any:
-        watch = self.watch(request.app, access_record(request))
+        record = access_record(request)
+        supervisor = Supervisor.for_call(request.app, record, self.settings.request_timeout)
         try:
             authorize(request, self.settings.api_keys)
             call = await read_json(request, self.settings.max_body_bytes, self.dialect.parse)
             if call.load_only:
-                return await self._load_only(call, watch)
+                return await load_only(self.models, self.dialect, call, record)
             background = self.runs is not None and self.runs.takes(call)
             if background:
-                watch = replace(watch, switch=StopSwitch())
-            started = await self.start(call, watch, self.memory)
+                supervisor.switch = StopSwitch()
+            started = await self.start(call, supervisor, self.conversations)
         except ParlanceError as exc:
-            return error_response(self.dialect, exc)
+            return error_response(self.dialect.render_error, exc)
         if background:
             assert self.runs is not None
             return await self.runs.launch(started, self.frames(started))
@@ -100,77 +97,49 @@ class GenerationHandler:
         try:
             return await self._complete(request, started)
         finally:
-            if started.toolbox is not None:
-                await started.toolbox.aclose()
-            self.models.release(started.served.model)
+            await started.close()
 
-    async def _load_only(self, call: Call, watch: Watch) -> Response:
-        """Load the call's model (with keep_alive 0: unload it) and answer at once."""
-        name = call.request.model
-        load_seconds = None
-        if call.keep_alive == 0:
-            self.models.spec(name)  # 404 for a model that does not exist at all
-            await self.models.expire(name)
-        else:
-            model, name, load_seconds = await self.models.acquire(
-                name, None, LoadOptions(context_length=call.context_length))
-            self.models.keep(model, call.keep_alive)
-        watch.record.model = name
-        served = Served(name, (), load_seconds)
-        return JSONResponse(self.dialect.render(call, served, Accumulator().result))
-
-    def watch(self, app: Any, record: AccessRecord) -> Watch:
-        """A new call's watch: its deadline from now, the app's drain."""
-        deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
-        return Watch(deadline, getattr(app.state, "drain", None), record)
-
-    async def start(self, call: Call, watch: Watch, memory: Memory | None) -> Started:
-        """Resolve the model and start the generation: everything that can refuse the
-        call does it here, before anything is sent. The HTTP route and WebSocket mode
-        both start calls here, then send `frames(started)`."""
-        toolbox = None
+    async def start(self, call: Call, supervisor: Supervisor,
+                    conversations: Conversations | None) -> Started:
+        """Take the model and start the generation: everything that can refuse the call
+        does it here, before anything is sent. The HTTP route and WebSocket mode both
+        start calls here, then send `frames(started)`."""
+        toolbox = lease = None
         try:
-            if memory is not None:
-                call = memory.recall(call)
-            name = call.request.model
-            cold = self._reports_loading and not self.models.is_loaded(name)
-            options = LoadOptions(context_length=call.context_length)
-            if cold or options != LoadOptions():
-                # 404 for a model that does not exist at all, 400 for load options out of
-                # range or a load too big for memory: now, before the response starts.
-                self.models.check(name, options)
-            load_seconds = None
+            if conversations is not None:
+                call = conversations.recall(call)
+            lease = call_lease(self.models, call)
+            # A cold model is loaded inside the response for a dialect that reports the
+            # load; what would refuse the load (404 for a model that does not exist at
+            # all, 400 for load options out of range or a load too big for memory)
+            # refuses the call now, before the response starts.
+            cold = self._reports_loading and not self.models.is_loaded(call.request.model)
+            lease.check(loading_later=cold)
             if not cold:
-                model, name, load_seconds = await self.models.acquire(name, None, options)
-                self.models.keep(model, call.keep_alive)
-            if call.request.tool_servers:
-                toolbox = await Toolbox.open(call.request.tool_servers,
-                                             self.settings.integrations)
-                call = _with_tools(call, toolbox)
+                await lease.acquire()
+            call, toolbox = await open_tool_servers(call, self.settings.integrations)
             generation: Generation
             if cold:
-                generation = self._load_then_start(call, name, options, toolbox)
+                generation = LoadingGeneration(lease, functools.partial(
+                    self._start_on, call, toolbox=toolbox))
             else:
-                call, generation = await self._start(call, model, toolbox)
-        except ParlanceError:
+                call, generation = await self._start(call, lease.model, toolbox)
+        except BaseException:
             if toolbox is not None:
                 await toolbox.aclose()
+            if lease is not None:
+                lease.release()
             raise
-        watch.record.model = name
-        return Started(call, Served(name, generation.prompts, load_seconds), generation, watch,
-                       toolbox, memory)
+        supervisor.record.model = lease.name
+        served = Served(lease.name, generation.prompts, lease.load_seconds)
+        return Started(call, served, generation, supervisor, lease, toolbox, conversations)
 
-    def _load_then_start(self, call: Call, name: str, options: LoadOptions,
-                         toolbox: Toolbox | None) -> LoadingGeneration:
-        """The model is not loaded: load it inside the response, reporting progress."""
+    async def _start_on(self, call: Call, model: ServedModel, *,
+                        toolbox: Toolbox | None) -> Generation:
+        """The generation, once a model loaded inside the response is there."""
+        return (await self._start(call, model, toolbox))[1]
 
-        async def start(model: ServedModel) -> Generation:
-            return (await self._start(call, model, toolbox))[1]
-
-        return LoadingGeneration(
-            name, lambda progress: self.models.acquire(name, progress, options), start)
-
-    async def _start(self, call: Call, model: Any,
+    async def _start(self, call: Call, model: ServedModel,
                      toolbox: Toolbox | None) -> tuple[Call, Generation]:
         """Start the generation (inside the server-side tool loop when there are
         server-side tools); for a `Truncating` dialect, drop the oldest turns until
@@ -193,12 +162,13 @@ class GenerationHandler:
     async def frames(self, started: Started) -> AsyncGenerator[Frame, None]:
         """The call's stream, in the dialect's frames, ending by its contract; closing
         it early (the client left) cancels the generation."""
-        call, memory, toolbox = started.call, started.memory, started.toolbox
+        call, conversations = started.call, started.conversations
         encoder = self.dialect.encoder(call, started.served)
         try:
             for frame in encoder.open():
                 yield frame
-            async with contextlib.aclosing(guarded(started.generation, started.watch)) as events:
+            events = started.supervisor.events(started.generation)
+            async with contextlib.aclosing(events):
                 async for event in events:
                     if isinstance(event, Failed):
                         for frame in encoder.fail(event.error):
@@ -209,55 +179,32 @@ class GenerationHandler:
             for frame in encoder.close():
                 yield frame
         finally:  # also when the client left mid-stream: the outcome is stored as it is
-            if memory is not None:
-                memory.keep(call, outcome(encoder))
-            if toolbox is not None:
-                await toolbox.aclose()
-            self.models.release(started.served.model)
+            if conversations is not None:
+                conversations.keep(call, outcome(encoder))
+            await started.close()
 
     async def _complete(self, request: Request, started: Started) -> Response:
-        call, served, memory = started.call, started.served, started.memory
+        call, served, conversations = started.call, started.served, started.conversations
         accumulator = Accumulator()
 
         async def collect() -> None:
-            async with contextlib.aclosing(guarded(started.generation, started.watch)) as events:
+            events = started.supervisor.events(started.generation)
+            async with contextlib.aclosing(events):
                 async for event in events:
                     accumulator.feed(event)
 
-        left = await race_disconnect(request, collect())
-        result = accumulator.result
-        if left:
-            if memory is not None:
-                body = self.dialect.render(call, served, result)
-                memory.keep(call, memory.dialect.cancelled(body))
+        try:
+            await started.supervisor.unless_left(request.receive, collect())
+        except ClientDisconnect:
+            if conversations is not None:
+                body = self.dialect.render(call, served, accumulator.result)
+                conversations.keep(call, conversations.dialect.cancelled(body))
             return Response(status_code=499)  # nobody is listening any more
+        result = accumulator.result
         if result.error is not None:
-            return error_response(self.dialect, result.error)
+            return error_response(self.dialect.render_error, result.error)
         body = self.dialect.render(call, served, result)
-        if memory is not None:
-            memory.keep(call, body)
+        if conversations is not None:
+            conversations.keep(call, body)
         return JSONResponse(body)
 
-
-async def prompt_tokens(models: ServedModels, settings: ServerSettings, call: Call) -> int:
-    """The prompt tokens `call` would take, as `start` would evaluate them: the tools of
-    its tool servers included (the servers are asked for them, as `start` would)."""
-    model, _, _ = await models.acquire(call.request.model)
-    if call.request.tool_servers:
-        toolbox = await Toolbox.open(call.request.tool_servers, settings.integrations)
-        try:
-            call = _with_tools(call, toolbox)
-        finally:
-            await toolbox.aclose()
-    return await model.engine.count_tokens(call.request)
-
-
-def _with_tools(call: Call, toolbox: Toolbox) -> Call:
-    """The call offering the model its server-side tools besides the client's own."""
-    request = call.request
-    tools = (*request.tools, *toolbox.specs())
-    choice = request.tool_choice
-    if choice.mode == "named" and choice.name not in {t.name for t in tools}:
-        raise InvalidRequest(f"tool_choice names the tool '{choice.name}', which no tool "
-                             "server of this request offers.", param="tool_choice")
-    return replace(call, request=replace(request, tools=tools))

@@ -24,23 +24,24 @@ from parlance.core.errors import Overloaded, ParlanceError, PayloadTooLarge, Ser
 from parlance.core.stored import StoredResponse
 from parlance.dialects.base import Call, Frame, Served, SocketMode, Stateful, outcome
 from parlance.server.body.reader import parse_json
-from parlance.server.generation.conversations import Memory
+from parlance.server.generation.conversations import Conversations
 from parlance.server.generation.framing import dumps
 from parlance.server.generation.handler import GenerationHandler
+from parlance.server.generation.supervision import Supervisor
 from parlance.server.http.access_log import CLIENT_CLOSED, AccessRecord, new_request_id, write
 from parlance.server.http.auth import authorize
 from parlance.server.http.refusal import refuse
 from parlance.store.responses import ResponseStore
 
-CONNECTION_MEMORY = 16  # latest responses a connection keeps to continue from
+RECENT_PER_CONNECTION = 16  # latest responses a connection keeps to continue from
 WAITING_LIMIT = 64  # messages waiting behind the running call
 
 
-class ConnectionMemory(Memory):
+class ConnectionConversations(Conversations):
     """The store, and before it this connection's latest responses (also those not
     stored): they are found first, and gone with the connection."""
 
-    def __init__(self, dialect: Any, store: ResponseStore, keep: int = CONNECTION_MEMORY):
+    def __init__(self, dialect: Any, store: ResponseStore, keep: int = RECENT_PER_CONNECTION):
         super().__init__(dialect, store)
         self._socket: SocketMode[Any] = dialect
         self._keep = keep
@@ -95,16 +96,16 @@ class SocketEndpoint:
             authorize(websocket, self.handler.settings.api_keys)
         except ParlanceError as exc:
             await refuse(websocket.scope, websocket.receive, websocket.send,
-                         self.handler.dialect.render_error(exc))
+                         self.handler.dialect.render_error, exc)
             return
         await websocket.accept()
-        memory = ConnectionMemory(self.dialect, self.store)
+        conversations = ConnectionConversations(self.dialect, self.store)
         inbox = Inbox()
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(self._listen, websocket, inbox, group.cancel_scope)
                 while True:
-                    await self._answer(websocket, await inbox.get(), memory)
+                    await self._answer(websocket, await inbox.get(), conversations)
         except* (WebSocketDisconnect, OSError):
             pass  # the client went away while we were sending
 
@@ -124,7 +125,7 @@ class SocketEndpoint:
                     "already; this one was dropped.")))
 
     async def _answer(self, websocket: WebSocket, message: str | bytes,
-                      memory: ConnectionMemory) -> None:
+                      conversations: ConnectionConversations) -> None:
         """One client message: its call's events, or the error refusing it; one
         access line for each message that asked for a response."""
         handler = self.handler
@@ -143,11 +144,12 @@ class SocketEndpoint:
             if call is None:
                 return  # an acknowledgement, not a request: no access line
             if self.dialect.prepares_only(call):
-                call = memory.recall(call)
-                frames = _stream(self._prepared(call, memory))
+                call = conversations.recall(call)
+                frames = _stream(self._prepared(call, conversations))
             else:
-                started = await handler.start(
-                    call, handler.watch(websocket.app, record), memory)
+                supervisor = Supervisor.for_call(websocket.app, record,
+                                                 handler.settings.request_timeout)
+                started = await handler.start(call, supervisor, conversations)
                 call, frames = started.call, handler.frames(started)
         except ParlanceError as exc:
             write(record, websocket.scope, handler.dialect.render_error(exc).status)
@@ -164,14 +166,14 @@ class SocketEndpoint:
                 await frames.aclose()
             write(record, websocket.scope, status)
 
-    def _prepared(self, call: Call, memory: ConnectionMemory) -> list[Frame]:
+    def _prepared(self, call: Call, conversations: ConnectionConversations) -> list[Frame]:
         """`generate: false`: the response only records its input (for a later call to
         continue from); the model does not run."""
         spec = self.handler.models.spec(call.request.model)  # 404: no such model
         name = call.request.model or spec.id
         encoder = self.handler.dialect.encoder(call, Served(name, ()))
         frames = [*encoder.open(), *encoder.close()]
-        memory.keep(call, outcome(encoder))
+        conversations.keep(call, outcome(encoder))
         return frames
 
     async def _send(self, websocket: WebSocket, event: dict[str, Any]) -> None:

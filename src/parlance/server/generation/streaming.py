@@ -40,7 +40,7 @@ class EventStreamResponse:
         """`ping`: the frame sent while idle (the dialect's own); None: a comment."""
         self._frames = frames if isinstance(frames, AsyncGenerator) else _ready(frames)
         self._framing = framing
-        self._keepalive = encode(ping, framing) if ping is not None else keepalive(framing)
+        self._keepalive = keepalive(framing, ping)
         self._keepalive_seconds = keepalive_seconds
         self._on_close = on_close
         self._last_sent = time.monotonic()
@@ -65,10 +65,10 @@ class EventStreamResponse:
         end the other tasks and wait for them (the writer closes its frames)."""
         loop = asyncio.get_running_loop()
         writer = loop.create_task(self._write(send, body_send))
-        listener = loop.create_task(_until_disconnect(receive))
+        listener = loop.create_task(until_disconnect(receive))
         tasks = [writer, listener]
         if self._keepalive_seconds > 0 and self._keepalive is not None:
-            tasks.append(loop.create_task(self._ping(body_send)))
+            tasks.append(loop.create_task(self._ping(body_send, self._keepalive)))
         try:
             await asyncio.wait((writer, listener), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -99,7 +99,7 @@ class EventStreamResponse:
             # (cancelled once: the awaits in its `finally` run to their end).
             await self._frames.aclose()
 
-    async def _ping(self, send: Send) -> None:
+    async def _ping(self, send: Send, keepalive: Callable[[], bytes]) -> None:
         # No lock: each ASGI message is a whole frame or comment, so a ping that lands
         # between two frames is still a valid stream.
         with contextlib.suppress(OSError):  # the client left: the listener ends the rest
@@ -108,11 +108,13 @@ class EventStreamResponse:
                 await asyncio.sleep(max(0.0, idle_until - time.monotonic()))
                 if time.monotonic() - self._last_sent >= self._keepalive_seconds:
                     self._last_sent = time.monotonic()
-                    await send({"type": "http.response.body", "body": self._keepalive or b"",
+                    await send({"type": "http.response.body", "body": keepalive(),
                                 "more_body": True})
 
 
-async def _until_disconnect(receive: Receive) -> None:
+async def until_disconnect(receive: Receive) -> None:
+    """Return when the client has left (`http.disconnect`, once the request's body has
+    been read): the one listener for a client leaving, streamed or not."""
     while (await receive())["type"] != "http.disconnect":
         pass
 

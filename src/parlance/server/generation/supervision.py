@@ -1,129 +1,203 @@
-"""Supervising a generation: what oversees it (`Watch`: the deadline, the server's drain,
-the access record, a stop switch), the call once nothing can refuse it (`Started`), and
-`guarded`, which makes every generation's stream end by contract whatever stops it.
-The handler, WebSocket mode and background runs share these."""
+"""Supervising a call, whatever its kind: a generation (streamed or answered at once,
+over HTTP or a WebSocket, in the foreground or in the background), an embedding, a
+token count. One `Supervisor` per call; the handler, WebSocket mode, background runs,
+the embeddings endpoint and token counting share it.
+
+The words, used in this sense throughout `server/`:
+- a call's work is *stopped* early with a reason (a `ParlanceError`), which its answer
+  then reports by its API's contract: the request deadline passed (`RequestTimeout`),
+  the server's drain ended its grace (`ServerShuttingDown`), or the call's
+  `StopSwitch` was thrown (a background response's cancel: `Cancelled`);
+- the drain and a stop switch *oversee* calls: a call enrols with them while its work
+  runs and leaves them when it *ends*; a stop after the end changes nothing;
+- a client that *leaves* (disconnects) is no stop: nobody is there to be told a
+  reason, the work is abandoned (`streaming.until_disconnect` is the one listener).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-import anyio
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive
 
 from parlance.core.errors import EngineFailure, ParlanceError, RequestTimeout
 from parlance.core.events import Event, Failed, Usage
 from parlance.dialects.base import Call, Served
 from parlance.engines.base import Generation
 from parlance.integrations.toolbox import Toolbox
-from parlance.server.generation.conversations import Memory
+from parlance.models.lease import ModelLease
+from parlance.server.generation.conversations import Conversations
 from parlance.server.generation.drain import Drain, Stoppable
+from parlance.server.generation.streaming import until_disconnect
 from parlance.server.http.access_log import AccessRecord
 
 log = logging.getLogger("parlance.server")
 
-
-@dataclass(frozen=True, slots=True)
-class Watch:
-    """What oversees a request's generation: its deadline (event loop time), the
-    server's drain (None: an app without one), the access record it fills in, and
-    the switch its client may stop it with (a background response's cancel)."""
-
-    deadline: float
-    drain: Drain | None
-    record: AccessRecord
-    switch: StopSwitch | None = None
+T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Started:
-    """A call whose generation runs: nothing can refuse it any more."""
+class Supervisor:
+    """One call's supervision: its deadline (event loop time), the server's drain (None:
+    an app without one), the switch its client may stop it with, and the access record
+    it fills in. While the work runs it is enrolled with the drain and the switch, and
+    one timer waits for the deadline; the first stop's reason is the one reported.
 
-    call: Call
-    served: Served
-    generation: Generation
-    watch: Watch
-    toolbox: Toolbox | None  # the request's server-side tools, closed with its stream
-    memory: Memory | None  # where its conversation is kept (stateful dialects)
-
-
-async def guarded(generation: Generation, watch: Watch) -> AsyncGenerator[Event, None]:
-    """The generation's events, ending by contract whatever happens: past the
-    deadline, when the server's drain ends its grace, when the engine raises, or
-    when the engine's stream ends before its final `Usage` (a broken contract), the
-    last event is a `Failed`. On the way out (normal end, failure or the consumer
-    leaving) the generation is cancelled, which frees what it holds."""
-    stopper = Stopper(generation, watch)
-    record = watch.record
-    ended = False
-    failure: ParlanceError | None = None
-    try:
-        async for event in generation:
-            if isinstance(event, Usage | Failed):
-                ended = True
-                stopper.settle()
-            record.observe(event)
-            yield event
-        if not ended:
-            failure = stopper.reason or EngineFailure(
-                "The engine ended the stream before it finished.", code="incomplete_stream")
-    except ParlanceError as exc:
-        failure = exc
-    except Exception as exc:
-        log.exception("engine stream failed")
-        failure = EngineFailure(f"The engine failed: {exc}")
-    finally:
-        stopper.settle()
-        generation.cancel()
-    if failure is not None:
-        failed = Failed(failure)
-        record.observe(failed)
-        yield failed
-
-
-class Stopper:
-    """Ends one generation early and remembers why: the request deadline (one timer
-    per request), the server's drain or the request's stop switch. The generation is
-    cancelled, its stream then ends (the engine contract) and `guarded` reports `reason`.
-
-    One timer instead of a timeout scope around every event keeps the per-token
-    work of the event loop small; on a small CPU that work competes with decoding.
+    One timer instead of a timeout scope around every event keeps the per-token work of
+    the event loop small; on a small CPU that work competes with decoding.
     """
 
-    def __init__(self, generation: Generation, watch: Watch) -> None:
+    def __init__(self, deadline: float, drain: Drain | None, record: AccessRecord,
+                 switch: StopSwitch | None = None) -> None:
+        self.deadline = deadline
+        self.drain = drain
+        self.record = record
+        self.switch = switch
         self.reason: ParlanceError | None = None
-        self._generation = generation
-        self._settled = False
-        self._overseers = [o for o in (watch.drain, watch.switch) if o is not None]
-        self._handle = asyncio.get_running_loop().call_at(watch.deadline, self._expire)
-        for overseer in self._overseers:
-            overseer.enrol(self)
+        self._halt: Callable[[], object] | None = None  # what stopping the running work does
+        self._timer: asyncio.TimerHandle | None = None
+        self._ended = False
+
+    @classmethod
+    def for_call(cls, app: Any, record: AccessRecord, timeout: float) -> Supervisor:
+        """A call arriving now: its deadline `timeout` seconds away, the app's drain."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        return cls(deadline, getattr(app.state, "drain", None), record)
 
     def stop(self, reason: ParlanceError) -> None:
-        if self._settled or self.reason is not None:
+        """Stop the work (`Stoppable`): the first reason wins, and once the work has
+        ended nothing changes."""
+        if self._ended or self.reason is not None:
             return
         self.reason = reason
-        self._generation.cancel()
+        if self._halt is not None:
+            self._halt()
+
+    def end(self) -> None:
+        """The work is over (done, failed or abandoned): leave the overseers."""
+        if self._ended:
+            return
+        self._ended = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for overseer in self._overseers():
+            overseer.leave(self)
+
+    async def events(self, generation: Generation) -> AsyncGenerator[Event, None]:
+        """The generation's events, ending by contract whatever happens: when it is
+        stopped, when the engine raises, or when the engine's stream ends before its
+        final `Usage` (a broken contract), the last event is a `Failed`. On the way out
+        (normal end, failure or the consumer leaving) the generation is cancelled, which
+        frees what it holds."""
+        record = self.record
+        ended = False
+        failure: ParlanceError | None = None
+        try:
+            with self._running(generation.cancel):
+                async for event in generation:
+                    if isinstance(event, Usage | Failed):
+                        ended = True
+                        self.end()
+                    record.observe(event)
+                    yield event
+            if not ended:
+                failure = self.reason or EngineFailure(
+                    "The engine ended the stream before it finished.",
+                    code="incomplete_stream")
+        except ParlanceError as exc:
+            failure = exc
+        except Exception as exc:
+            log.exception("engine stream failed")
+            failure = EngineFailure(f"The engine failed: {exc}")
+        finally:
+            generation.cancel()
+        if failure is not None:
+            failed = Failed(failure)
+            record.observe(failed)
+            yield failed
+
+    async def answer(self, receive: Receive, work: Awaitable[T]) -> T:
+        """The result of work answered at once (embeddings, a token count): a stop
+        cancels it and raises the reason; a client that leaves abandons it
+        (`ClientDisconnect`, which the app answers 499)."""
+        return await self._awaited(receive, work, stoppable=True)
+
+    async def unless_left(self, receive: Receive, work: Awaitable[T]) -> T:
+        """The result of `work` (which stops itself: a generation's `events`), unless
+        the client leaves first: then `work` is cancelled and `ClientDisconnect` raised."""
+        return await self._awaited(receive, work, stoppable=False)
+
+    async def _awaited(self, receive: Receive, work: Awaitable[T], *, stoppable: bool) -> T:
+        """`work` awaited in this very task (no task of its own: it starts at once, as
+        if awaited plainly), cancelled when the client leaves and, if `stoppable`, when
+        the call is stopped; those cancellations come out as `ClientDisconnect` and the
+        stop's reason, any other one as itself."""
+        task = asyncio.current_task()
+        assert task is not None
+        ours = 0  # the cancellations asked for here
+        left = False
+
+        def cancel() -> None:
+            nonlocal ours
+            ours += 1
+            task.cancel()
+
+        def leave(listener: asyncio.Future[None]) -> None:
+            nonlocal left
+            if not listener.cancelled():
+                listener.exception()  # looked at, so never logged as not retrieved
+                left = True
+                cancel()
+
+        listener = asyncio.ensure_future(until_disconnect(receive))
+        listener.add_done_callback(leave)
+        try:
+            if stoppable:
+                with self._running(cancel):
+                    return await work
+            return await work
+        except asyncio.CancelledError:
+            if not ours or task.cancelling() > ours:
+                raise  # cancelled from outside (too): that cancellation goes on
+            if left:
+                raise ClientDisconnect() from None
+            assert self.reason is not None
+            raise self.reason from None
+        finally:
+            listener.remove_done_callback(leave)
+            listener.cancel()
+            for _ in range(ours):  # answered here, or absorbed by the work
+                task.uncancel()
+
+    @contextlib.contextmanager
+    def _running(self, halt: Callable[[], object]) -> Iterator[None]:
+        """While the work runs, `halt` stops it: the deadline's timer is set and the
+        overseers know the call (one whose grace is already over, or whose switch
+        was thrown before, stops it at once)."""
+        self._halt = halt
+        self._timer = asyncio.get_running_loop().call_at(self.deadline, self._expire)
+        for overseer in self._overseers():
+            overseer.enrol(self)
+        try:
+            yield
+        finally:
+            self.end()
 
     def _expire(self) -> None:
         self.stop(RequestTimeout())
 
-    def settle(self) -> None:
-        """The work is over (done, failed or abandoned): a late stop changes nothing."""
-        if not self._settled:
-            self._settled = True
-            self._handle.cancel()
-            for overseer in self._overseers:
-                overseer.leave(self)
+    def _overseers(self) -> tuple[Drain | StopSwitch, ...]:
+        return tuple(o for o in (self.drain, self.switch) if o is not None)
 
 
 class StopSwitch:
-    """Stops the generation enrolled in it (`Stopper`), now or as soon as it enrols:
-    a background response's cancel endpoint, which may come before the generation's
-    stream is being read."""
+    """A call's own stop: a background response's cancel endpoint, which may come
+    before the call's work has begun (it is then stopped as soon as it enrols)."""
 
     def __init__(self) -> None:
         self.reason: ParlanceError | None = None
@@ -144,21 +218,20 @@ class StopSwitch:
         self._running.discard(work)
 
 
-async def race_disconnect(request: Request, work: Any) -> bool:
-    """Run `work`; True if the client disconnected first (work is then cancelled)."""
-    left = False
-    async with anyio.create_task_group() as group:
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A call whose generation runs: nothing can refuse it any more."""
 
-        async def watch() -> None:
-            nonlocal left
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            left = True
-            group.cancel_scope.cancel()
+    call: Call
+    served: Served
+    generation: Generation
+    supervisor: Supervisor
+    lease: ModelLease  # the model it runs on, released when the call ends
+    toolbox: Toolbox | None  # the request's server-side tools, closed with its stream
+    conversations: Conversations | None  # where it is kept (stateful dialects)
 
-        group.start_soon(watch)
-        await work
-        group.cancel_scope.cancel()
-    return left
-
-
+    async def close(self) -> None:
+        """The call is over: its tool servers are closed and its model released."""
+        if self.toolbox is not None:
+            await self.toolbox.aclose()
+        self.lease.release()

@@ -25,7 +25,7 @@ class Admission:
         if scope["type"] in ("http", "websocket"):
             refusal = self._refusal(scope)
             if refusal is not None:
-                await refuse(scope, receive, send, error_renderer(scope["path"])(refusal),
+                await refuse(scope, receive, send, error_renderer(scope["path"]), refusal,
                              close=True)
                 return
         await self.app(scope, receive, send)

@@ -116,7 +116,7 @@ class CrossSiteGuard:
         origin = headers.get("origin")
         refusal = self._refusal(headers.get("host"), origin)
         if refusal is not None:
-            await refuse(scope, receive, send, error_renderer(scope["path"])(refusal))
+            await refuse(scope, receive, send, error_renderer(scope["path"]), refusal)
             return
         if origin is None or scope["type"] == "websocket":
             await self.app(scope, receive, send)
