@@ -14,7 +14,7 @@ import ctypes
 import llama_cpp
 
 from parlance.engines.llamacpp.model import LlamaModel
-from parlance.engines.llamacpp.prompt_cache import CacheSettings, PromptCache, RamTier
+from parlance.engines.llamacpp.prompt_cache import CacheSettings, PromptCache, RamTier, State
 from parlance.engines.llamacpp.prompt_cache_disk import DiskTier
 from parlance.engines.metrics import EngineMetrics
 
@@ -27,11 +27,11 @@ class LlamaSequenceStates:
     def __init__(self, model: LlamaModel) -> None:
         self._model = model
 
-    def read(self, seq: int) -> bytearray:
+    def read(self, seq: int) -> State:
         ctx = self._model.ctx
         size = llama_cpp.llama_state_seq_get_size_ext(ctx, seq, FLAGS)
         if size == 0:
-            return b""
+            return bytearray()
         state = bytearray(size)  # filled in place: a 2k-token prefix is tens of MB
         buffer = (ctypes.c_uint8 * size).from_buffer(state)
         written = llama_cpp.llama_state_seq_get_data_ext(ctx, buffer, size, seq, FLAGS)
@@ -39,7 +39,7 @@ class LlamaSequenceStates:
         del state[written:]
         return state
 
-    def write(self, seq: int, state: bytes) -> bool:
+    def write(self, seq: int, state: State) -> bool:
         """False when llama.cpp refused the state (no room, another layout): the
         sequence is then left empty."""
         model = self._model

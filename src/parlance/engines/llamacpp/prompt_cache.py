@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 MIN_SAVED_TOKENS = 16
 DEFAULT_RAM_CAP = 2 << 30  # bytes: the RAM tier's default is the least of this and
 RAM_SHARE = 8  # 1/8 of the available memory
+State = bytes | bytearray  # llama.cpp's bytes for one sequence (read in place: tens of MB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ class Entry:
     """One saved sequence: its tokens, position by position, and llama.cpp's state bytes."""
 
     tokens: tuple[int, ...]
-    state: bytes
+    state: State
 
     @property
     def size(self) -> int:
@@ -151,9 +152,9 @@ class RamTier:
 class SequenceStates(Protocol):
     """Reads and writes one sequence's KV state (llama.cpp's `llama_state_seq_*`)."""
 
-    def read(self, seq: int) -> bytes: ...
+    def read(self, seq: int) -> State: ...
 
-    def write(self, seq: int, state: bytes) -> bool: ...
+    def write(self, seq: int, state: State) -> bool: ...
 
 
 class PromptCache:
