@@ -259,3 +259,14 @@ def test_the_flags_set_the_tiers_and_zero_turns_them_off(tmp_path, capsys):
     default = prompt_cache_settings(ServeConfig(data_dir=str(tmp_path)))
     assert 0 < default.ram_bytes <= DEFAULT_RAM_CAP
     assert 0 < default.disk_bytes <= DEFAULT_DISK_CAP
+
+
+def test_metrics_show_each_tier():
+    from parlance.server.endpoints.metrics import render_prometheus
+
+    metrics = EngineMetrics(prompt_cache_ram_hits=2, prompt_cache_disk_tokens_restored=900,
+                            prompt_cache_disk_bytes=12345)
+    text = render_prometheus([("m", metrics)])
+    assert 'parlance_prompt_cache_ram_hits_total{model="m"} 2' in text
+    assert 'parlance_prompt_cache_disk_tokens_restored_total{model="m"} 900' in text
+    assert 'parlance_prompt_cache_disk_bytes{model="m"} 12345' in text

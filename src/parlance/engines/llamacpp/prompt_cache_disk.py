@@ -45,6 +45,9 @@ HEADER = struct.Struct("<8s32sIQ")
 DIGEST = 32
 SUFFIX = ".kv"
 QUEUE_ENTRIES = 4  # writes waiting for the writer; more are dropped
+# Seconds a write waits for room in the queue at shutdown (the scheduler's close waits
+# 30 s for its thread, which writes the slots' prefixes before the model is freed)
+SHUTDOWN_WAIT = 5.0
 STALE_TEMP_SECONDS = 3600.0  # a temporary file this old was left by a crashed writer
 DEFAULT_DISK_CAP = 4 << 30  # bytes: the default is the least of this and
 DISK_SHARE = 10  # 1/10 of the free space where the data dir lives
@@ -161,11 +164,11 @@ class DiskTier:
 
     def write(self, entry: Entry, *, wait: bool = False) -> None:
         try:
-            self._queue.put(entry, block=wait, timeout=30.0 if wait else None)
+            self._queue.put(entry, block=wait, timeout=SHUTDOWN_WAIT if wait else None)
         except queue.Full:
             self.dropped += 1
 
-    def close(self, timeout: float = 60.0) -> None:
+    def close(self, timeout: float = 4 * SHUTDOWN_WAIT) -> None:
         """Finish the queued writes (within `timeout`), then stop the writer."""
         with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=timeout)
