@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--header-timeout", dest="header_timeout", type=float,
                        help="seconds a connection has to send its request headers")
     serve.add_argument("--data-dir", dest="data_dir", type=Path,
-                       help="where stored responses live (SQLite)")
+                       help="where stored responses (SQLite) and the disk prompt cache live")
     serve.add_argument("--responses-retention", dest="responses_retention", type=int,
                        help="how many stored responses to keep (the newest)")
     serve.add_argument("--allow-request-mcp", dest="allow_request_mcp", action="store_const",
