@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--header-timeout", dest="header_timeout", type=float,
                        help="seconds a connection has to send its request headers")
     serve.add_argument("--data-dir", dest="data_dir", type=Path,
-                       help="where stored responses live (SQLite)")
+                       help="where stored responses (SQLite) and the disk prompt cache live")
     serve.add_argument("--responses-retention", dest="responses_retention", type=int,
                        help="how many stored responses to keep (the newest)")
     serve.add_argument("--allow-request-mcp", dest="allow_request_mcp", action="store_const",
@@ -85,6 +85,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="unload idle models so the loaded ones (weights, KV cache and "
                             "compute buffers, estimated) stay within this; loads larger "
                             "than this or than the free memory are refused")
+    serve.add_argument("--prompt-cache-mb", dest="prompt_cache_mb", type=int,
+                       help="MiB of RAM per model for evaluated prompt prefixes kept beyond "
+                            "the slots, restored when a prompt shares one (default: the least "
+                            "of 1/8 of the available memory and 2048; 0: off)")
+    serve.add_argument("--prompt-cache-disk-mb", dest="prompt_cache_disk_mb", type=int,
+                       help="MiB of disk per model for prompt prefixes kept across restarts, "
+                            "under prompt-cache/ in the data dir (default: the least of 1/10 "
+                            "of the free space and 4096; 0: off)")
     serve.add_argument("--upstream", action="append", metavar="URL",
                        help="an OpenAI-compatible server (vLLM, SGLang, llama-server, Ollama, "
                             "LM Studio, Parlance) whose models this server serves too, "
@@ -117,6 +125,7 @@ def _engine_loader(config: ServeConfig):
     from parlance.engines.llamacpp.model import ContextSettings
 
     rpc = _rpc_servers(config)
+    prompt_cache = prompt_cache_settings(config)
 
     def load(spec, plan, on_progress):
         settings = ContextSettings(
@@ -128,9 +137,40 @@ def _engine_loader(config: ServeConfig):
         )
         return LlamaCppEngine.load(spec.locate(), settings, chat_template=spec.chat_template,
                                    on_progress=on_progress, max_waiting=config.queue_size,
-                                   rpc=rpc)
+                                   rpc=rpc, prompt_cache=prompt_cache)
 
     return load
+
+
+def prompt_cache_settings(config: ServeConfig):
+    """The prompt cache's tiers: the flags, else the defaults from this machine's free
+    memory and disk space."""
+    import shutil
+
+    from parlance.engines.llamacpp.prompt_cache import CacheSettings, default_ram_bytes
+    from parlance.engines.llamacpp.prompt_cache_disk import default_disk_bytes
+    from parlance.models.memory_estimate import available_memory
+
+    directory = Path(config.data_dir) / "prompt-cache"
+    ram = (config.prompt_cache_mb * 2**20 if config.prompt_cache_mb is not None
+           else default_ram_bytes(available_memory()))
+    if not config.data_dir:  # (a config not resolved from the command line)
+        disk = 0
+    elif config.prompt_cache_disk_mb is not None:
+        disk = config.prompt_cache_disk_mb * 2**20
+    else:
+        existing = next((p for p in (directory, *directory.parents) if p.exists()), None)
+        disk = default_disk_bytes(shutil.disk_usage(existing).free if existing else None)
+    settings = CacheSettings(ram_bytes=max(0, ram), disk_bytes=max(0, disk),
+                             directory=directory)
+    console.print(f"Prompt cache: {_mib(settings.ram_bytes)} in RAM, "
+                  f"{_mib(settings.disk_bytes)} on disk"
+                  + (f" in {directory}" if settings.disk_bytes else "") + " (per model)")
+    return settings
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB" if size else "off"
 
 
 def load_defaults(config: ServeConfig):

@@ -94,6 +94,11 @@ class ServeConfig:
     download_allow_host: tuple[str, ...] = ()  # private hosts model downloads may reach
     jit_ttl: float = 3600.0  # seconds a model loaded on demand may stay idle; 0: forever
     memory_budget_mb: int = 0  # loaded models' estimated memory; 0: no limit
+    # Evaluated prompt prefixes kept beyond the slots, per model; None: the default
+    # (RAM: min(1/8 of the available memory, 2 GiB); disk: min(1/10 of the free
+    # space, 4 GiB), under <data dir>/prompt-cache); 0: off
+    prompt_cache_mb: int | None = None
+    prompt_cache_disk_mb: int | None = None
     max_body_mb: int = DEFAULT_MAX_BODY_MB  # larger request bodies are refused (413)
     model_alias: tuple[str, ...] = ()  # PATTERN=MODEL: more names (globs: claude-*) for MODEL
     rpc: tuple[str, ...] = ()  # HOST:PORT of llama.cpp rpc-servers that hold the layers

@@ -55,6 +55,17 @@ class EngineMetrics:
     prompt_tokens_evaluated: int = 0
     prompt_tokens_cached: int = 0
     prefix_cache_hits: int = 0
+    # The prompt cache beyond the slots, per tier (ram, disk): restores, the prompt
+    # tokens they spared, and what each tier holds now
+    prompt_cache_ram_hits: int = 0
+    prompt_cache_ram_tokens_restored: int = 0
+    prompt_cache_ram_bytes: int = 0
+    prompt_cache_ram_entries: int = 0
+    prompt_cache_disk_hits: int = 0
+    prompt_cache_disk_tokens_restored: int = 0
+    prompt_cache_disk_bytes: int = 0
+    prompt_cache_disk_entries: int = 0
+    prompt_cache_disk_writes_dropped: int = 0
     embedding_requests: int = 0  # embedding requests running or waiting (not slots)
     embedding_inputs: int = 0  # inputs embedded, in all
     time_to_first_token: Histogram = field(default_factory=Histogram)

@@ -30,6 +30,7 @@ from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.in_flight import InFlight
 from parlance.engines.llamacpp.job import GroupSpec, Job, LlamaGeneration
+from parlance.engines.llamacpp.kv_state import build_prompt_cache
 from parlance.engines.llamacpp.model import (
     MIN_LONGEST_PIECE,
     ContextSettings,
@@ -37,6 +38,7 @@ from parlance.engines.llamacpp.model import (
     ProgressCallback,
 )
 from parlance.engines.llamacpp.plan import build_plan, render_chat
+from parlance.engines.llamacpp.prompt_cache import NO_PROMPT_CACHE, CacheSettings
 from parlance.engines.llamacpp.rpc import RpcServers
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scheduler import Scheduler
@@ -49,12 +51,16 @@ T = TypeVar("T")
 
 class LlamaCppEngine:
     def __init__(self, model: LlamaModel, template: ChatTemplate, *,
-                 max_waiting: int = DEFAULT_MAX_WAITING) -> None:
+                 max_waiting: int = DEFAULT_MAX_WAITING,
+                 prompt_cache: CacheSettings = NO_PROMPT_CACHE) -> None:
         self.model = model
         self.template = template
         self.context_length = model.n_ctx
         self.slots = model.settings.parallel
-        self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting)
+        metrics = EngineMetrics(slots_total=self.slots)
+        self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting,
+                                   metrics=metrics,
+                                   cache=build_prompt_cache(model, prompt_cache, metrics))
         self._preparing = InFlight()
         if model.rpc is not None:  # a lost RPC server ends the streams, not the process
             model.rpc.watch(self.scheduler.abandon)
@@ -75,6 +81,7 @@ class LlamaCppEngine:
         on_progress: ProgressCallback | None = None,
         max_waiting: int = DEFAULT_MAX_WAITING,
         rpc: RpcServers | None = None,
+        prompt_cache: CacheSettings = NO_PROMPT_CACHE,
     ) -> LlamaCppEngine:
         model = LlamaModel(path, settings, on_progress, rpc)
         template = ChatTemplate(
@@ -82,7 +89,7 @@ class LlamaCppEngine:
             bos_token=model.special_text(model.bos),
             eos_token=model.special_text(model.eos),
         )
-        return cls(model, template, max_waiting=max_waiting)
+        return cls(model, template, max_waiting=max_waiting, prompt_cache=prompt_cache)
 
     async def start(self, request: GenerationRequest) -> LlamaGeneration:
         self._check_logit_bias(request)

@@ -17,6 +17,7 @@ sharing their prefix.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -36,6 +37,7 @@ from parlance.engines.llamacpp.job import GroupSpec, Job
 from parlance.engines.llamacpp.logprobs import log_softmax_row
 from parlance.engines.llamacpp.model import LlamaModel
 from parlance.engines.llamacpp.outbox import Outbox
+from parlance.engines.llamacpp.prompt_cache import PromptCache
 from parlance.engines.llamacpp.sequence import (
     PendingLogprob,
     Sequence,
@@ -44,6 +46,8 @@ from parlance.engines.llamacpp.sequence import (
 )
 from parlance.engines.llamacpp.slots import Claim, SlotTable
 from parlance.engines.metrics import EngineMetrics
+
+log = logging.getLogger(__name__)
 
 # Prompt tokens per step while other sequences are generating: a step's time grows
 # with its tokens (about 3.5 ms per prompt token on 2 cores for SmolLM2-135M), and
@@ -84,10 +88,12 @@ class _Chunk:
 
 
 class Scheduler:
-    def __init__(self, model: LlamaModel, *, slots: int, max_waiting: int) -> None:
+    def __init__(self, model: LlamaModel, *, slots: int, max_waiting: int,
+                 metrics: EngineMetrics | None = None, cache: PromptCache | None = None) -> None:
         self.model = model
-        self.slots = SlotTable(model.memory, slots, unified=model.settings.kv_unified)
-        self.metrics = EngineMetrics(slots_total=slots)
+        self.slots = SlotTable(model.memory, slots, unified=model.settings.kv_unified,
+                               cache=cache)
+        self.metrics = metrics or EngineMetrics(slots_total=slots)
         self.outbox = Outbox()
         self.max_waiting = max_waiting
         self._batch = Batch(model.settings.n_batch)
@@ -401,7 +407,20 @@ class Scheduler:
                 self._drop_job(job, keep_cache=False)
             self._publish()
             self.outbox.flush()
+        self._keep_prefixes()
         self._batch.free()
+
+    def _keep_prefixes(self) -> None:
+        """The cached prefixes go to the prompt cache's disk tier before the context
+        goes; a failure there must not keep the model from being freed."""
+        cache = self.slots.cache
+        if cache is None:
+            return
+        try:
+            self.slots.flush()
+        except Exception:  # the cache is an optimization; the shutdown goes on
+            log.exception("prompt cache: could not save the slots' prefixes")
+        cache.close()
 
 
 def _usage(job: Job) -> Usage:

@@ -10,6 +10,10 @@ only when it saves `MIN_STREAM_COPY` tokens over the prefix that slot holds
 already (in a burst of chats, each slot still holds the shared system prompt);
 in a unified cache a copy only tags cells and a free cached slot is reused in
 place. Cached slots are the first cells given up when the cache runs full.
+
+With a prompt cache (`prompt_cache.py`), a free slot's sequence is saved there
+before the slot gives it up, and a prompt sharing a longer prefix with a saved
+entry than with any slot gets that entry restored into its slot.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import itertools
 from dataclasses import dataclass, field
 
 import llama_cpp
+
+from parlance.engines.llamacpp.prompt_cache import MIN_SAVED_TOKENS, PromptCache, common_prefix
 
 # A copy across KV streams moves the whole stream buffer, yet costs about as much as
 # evaluating two prompt tokens (bench/engine_choices.py, 2048 cells a slot: 7 ms vs
@@ -41,19 +47,12 @@ class Claim:
     reused: int  # prompt tokens already in the leader's cache
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 class SlotTable:
-    def __init__(self, memory: ctypes.c_void_p, count: int, *, unified: bool) -> None:
+    def __init__(self, memory: ctypes.c_void_p, count: int, *, unified: bool,
+                 cache: PromptCache | None = None) -> None:
         self._memory = memory
         self._unified = unified
+        self.cache = cache
         self.slots = [Slot(i) for i in range(count)]
         self._clock = itertools.count(1)
 
@@ -80,19 +79,23 @@ class SlotTable:
         in_place = self._unified and best is not None and not best.busy
         leader = best if in_place and best is not None else self._next_free()
         own = min(common_prefix(leader.tokens, prompt), limit)  # what the leader holds already
+        restored = self._restore(leader, prompt, limit, max(common, own)) if limit else 0
+        own = min(own, len(leader.tokens))  # (a failed restore leaves the leader empty)
         gain = common - own
-        if (best is not None and best is not leader and gain > 0
+        if restored:
+            common = restored
+        elif (best is not None and best is not leader and gain > 0
                 and (self._unified or gain >= MIN_STREAM_COPY)):
-            self._truncate(leader, 0)
+            self._give_up(leader, 0)
             self._copy(best, leader)
         else:
             common = own
-        self._truncate(leader, common)
+        self._give_up(leader, common)
         self._take(leader)
         followers = []
         for _ in range(n - 1):
             follower = self._next_free()
-            self._truncate(follower, 0)
+            self._give_up(follower, 0)
             self._take(follower)
             followers.append(follower)
         return Claim(leader, followers, common)
@@ -115,13 +118,41 @@ class SlotTable:
         cached = [s for s in self.slots if not s.busy and s.tokens]
         if not cached:
             return False
-        self._truncate(min(cached, key=lambda s: s.used_at), 0)
+        self._give_up(min(cached, key=lambda s: s.used_at), 0)
         return True
 
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self._memory, True)
         for slot in self.slots:
             slot.tokens = []
+        if self.cache is not None:
+            self.cache.clear()
+
+    def flush(self) -> None:
+        """At shutdown: every free slot's prefix goes to the cache's disk tier."""
+        if self.cache is not None:
+            for slot in self.slots:
+                if not slot.busy:
+                    self.cache.flush(slot.id, slot.tokens)
+
+    def _restore(self, leader: Slot, prompt: list[int], limit: int, floor: int) -> int:
+        """Restore into the leader the saved entry sharing the longest prefix with the
+        prompt, when it beats `floor` (what the slots offer); the tokens restored."""
+        found = self.cache.lookup(prompt, limit) if self.cache is not None else None
+        if self.cache is None or found is None or found.length < floor + MIN_STREAM_COPY:
+            return 0
+        self._give_up(leader, 0)
+        if not self.cache.restore(found, leader.id):
+            return 0
+        leader.tokens = list(found.entry.tokens)
+        return found.length
+
+    def _give_up(self, slot: Slot, keep: int) -> None:
+        """Truncate a free slot that a new sequence takes, first saving what it held in
+        the prompt cache when that is worth keeping."""
+        if self.cache is not None and len(slot.tokens) - keep >= MIN_SAVED_TOKENS:
+            self.cache.save(slot.id, slot.tokens)
+        self._truncate(slot, keep)
 
     def _copy(self, source: Slot, target: Slot) -> None:
         """Target (emptied first) gets all of source's cells: across KV streams

@@ -36,6 +36,24 @@ FAMILIES: tuple[tuple[str, MetricKind, str, str], ...] = (
      "prompt_tokens_cached"),
     ("prefix_cache_hits_total", "counter", "Prompts that reused a cached prefix.",
      "prefix_cache_hits"),
+    ("prompt_cache_ram_hits_total", "counter", "Prompts restored from the RAM prompt cache.",
+     "prompt_cache_ram_hits"),
+    ("prompt_cache_ram_tokens_restored_total", "counter", "Prompt tokens restored from the "
+     "RAM prompt cache.", "prompt_cache_ram_tokens_restored"),
+    ("prompt_cache_ram_bytes", "gauge", "Bytes the RAM prompt cache holds.",
+     "prompt_cache_ram_bytes"),
+    ("prompt_cache_ram_entries", "gauge", "Entries the RAM prompt cache holds.",
+     "prompt_cache_ram_entries"),
+    ("prompt_cache_disk_hits_total", "counter", "Prompts restored from the disk prompt "
+     "cache.", "prompt_cache_disk_hits"),
+    ("prompt_cache_disk_tokens_restored_total", "counter", "Prompt tokens restored from the "
+     "disk prompt cache.", "prompt_cache_disk_tokens_restored"),
+    ("prompt_cache_disk_bytes", "gauge", "Bytes of this model's disk prompt cache files.",
+     "prompt_cache_disk_bytes"),
+    ("prompt_cache_disk_entries", "gauge", "Files of this model's disk prompt cache.",
+     "prompt_cache_disk_entries"),
+    ("prompt_cache_disk_writes_dropped_total", "counter", "Disk prompt cache writes dropped "
+     "because the writer was behind.", "prompt_cache_disk_writes_dropped"),
     ("embedding_requests", "gauge", "Embedding requests running or waiting.",
      "embedding_requests"),
     ("embedding_inputs_total", "counter", "Inputs embedded.", "embedding_inputs"),

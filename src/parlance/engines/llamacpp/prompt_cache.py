@@ -1,0 +1,242 @@
+"""Evaluated prompt prefixes kept beyond the slots: a sequence's tokens and its KV state.
+
+A slot holds one cached prefix, and a prompt that shares nothing with it takes it
+over: with more conversations than slots (a second agent, a sub-agent, a chat
+page), the agent's next turn would start from zero. Before a free slot gives up
+its tokens, its sequence state (llama.cpp's per-sequence KV bytes) is saved here;
+a later prompt sharing a longer prefix with an entry than with any slot gets that
+entry restored into its slot and evaluates only the rest.
+
+Two tiers: `RamTier`, an LRU bounded in bytes, and an optional `DiskTier`
+(`prompt_cache_disk.py`) that outlives the process. Everything here runs on the
+scheduler thread, between steps; the disk tier writes on a thread of its own.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from parlance.engines.metrics import EngineMetrics
+
+if TYPE_CHECKING:
+    from parlance.engines.llamacpp.prompt_cache_disk import DiskTier
+
+# A slot is saved when giving it up loses at least this many tokens, and an entry is
+# restored when it saves this many over what the slots offer: below that, evaluating
+# the tokens costs about as much as copying the state (a few µs per cell).
+MIN_SAVED_TOKENS = 16
+DEFAULT_RAM_CAP = 2 << 30  # bytes: the RAM tier's default is the least of this and
+RAM_SHARE = 8  # 1/8 of the available memory
+State = bytes | bytearray  # llama.cpp's bytes for one sequence (read in place: tens of MB)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSettings:
+    """`ram_bytes`/`disk_bytes` 0: that tier is off. `directory`: where the disk tier
+    keeps its files (one sub-directory per model and context layout)."""
+
+    ram_bytes: int = 0
+    disk_bytes: int = 0
+    directory: Path | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.ram_bytes > 0 or (self.disk_bytes > 0 and self.directory is not None)
+
+
+NO_PROMPT_CACHE = CacheSettings()
+
+
+def default_ram_bytes(available: int | None) -> int:
+    """min(1/8 of the available memory, 2 GiB); 2 GiB when it cannot be read."""
+    return DEFAULT_RAM_CAP if available is None else min(DEFAULT_RAM_CAP,
+                                                         available // RAM_SHARE)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Entry:
+    """One saved sequence: its tokens, position by position, and llama.cpp's state bytes."""
+
+    tokens: tuple[int, ...]
+    state: State
+
+    @property
+    def size(self) -> int:
+        return len(self.state) + 4 * len(self.tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A lookup's answer: `length` prompt tokens are in `entry`, which lives in `tier`."""
+
+    entry: Entry
+    length: int
+    tier: str  # "ram" or "disk"
+
+
+def common_prefix(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
+    """How many leading tokens a and b share. Slices compare in C: a bisection over
+    prefix equality is much faster than a Python loop for thousands of tokens."""
+    n = min(len(a), len(b))
+    left, right = list(a[:n]), list(b[:n])
+    if left == right:
+        return n
+    lo, hi = 0, n  # left[:lo] == right[:lo], left[:hi] != right[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if left[lo:mid] == right[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class RamTier:
+    """An LRU of entries bounded in bytes. An entry whose tokens extend another's
+    replaces it (the longer one serves every prompt the shorter one does)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.bytes = 0
+        self._entries: OrderedDict[int, Entry] = OrderedDict()  # least recently used first
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entries(self) -> list[Entry]:
+        return list(self._entries.values())
+
+    def covers(self, tokens: list[int] | tuple[int, ...]) -> bool:
+        """Whether an entry holds these tokens already (as its prefix or whole)."""
+        n = len(tokens)
+        return any(len(e.tokens) >= n and common_prefix(e.tokens, tokens) == n
+                   for e in self._entries.values())
+
+    def put(self, entry: Entry) -> bool:
+        """Keep `entry`, evicting the least recently used; False when it cannot fit or is
+        covered already."""
+        if entry.size > self.capacity or self.covers(entry.tokens):
+            return False
+        for key, old in list(self._entries.items()):
+            if common_prefix(old.tokens, entry.tokens) == len(old.tokens):
+                self._remove(key)
+        while self.bytes + entry.size > self.capacity:
+            self._remove(next(iter(self._entries)))
+        self._entries[id(entry)] = entry
+        self.bytes += entry.size
+        return True
+
+    def longest(self, prompt: list[int], limit: int) -> Found | None:
+        best: Found | None = None
+        for entry in self._entries.values():
+            length = min(common_prefix(entry.tokens, prompt), limit)
+            if length and (best is None or length > best.length):
+                best = Found(entry, length, "ram")
+        return best
+
+    def touch(self, entry: Entry) -> None:
+        if id(entry) in self._entries:
+            self._entries.move_to_end(id(entry))
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.bytes = 0
+
+    def _remove(self, key: int) -> None:
+        self.bytes -= self._entries.pop(key).size
+
+
+class SequenceStates(Protocol):
+    """Reads and writes one sequence's KV state (llama.cpp's `llama_state_seq_*`)."""
+
+    def read(self, seq: int) -> State: ...
+
+    def write(self, seq: int, state: State) -> bool: ...
+
+
+class PromptCache:
+    """Both tiers behind one face for the slot table: `save` a slot's sequence before
+    it is lost, `lookup` the longest prefix of a prompt, `restore` it into a slot."""
+
+    def __init__(self, states: SequenceStates, ram: RamTier, disk: DiskTier | None,
+                 metrics: EngineMetrics) -> None:
+        self._states = states
+        self.ram = ram
+        self.disk = disk
+        self._metrics = metrics
+        self._publish()
+
+    def save(self, seq: int, tokens: list[int]) -> None:
+        """Keep sequence `seq` (holding `tokens`) unless a tier holds it already."""
+        if len(tokens) < MIN_SAVED_TOKENS:
+            return
+        in_ram = self.ram.capacity == 0 or self.ram.covers(tokens)
+        on_disk = self.disk is None or self.disk.covers(tokens)
+        if in_ram and on_disk:
+            return
+        entry = Entry(tuple(tokens), self._states.read(seq))
+        if not entry.state:
+            return
+        if not in_ram:
+            self.ram.put(entry)
+        if not on_disk and self.disk is not None:
+            self.disk.write(entry)
+        self._publish()
+
+    def flush(self, seq: int, tokens: list[int]) -> None:
+        """At shutdown: a slot's sequence goes to disk (the RAM tier ends with the process),
+        waiting for room in the writer's queue."""
+        if self.disk is None or len(tokens) < MIN_SAVED_TOKENS or self.disk.covers(tokens):
+            return
+        state = self._states.read(seq)
+        if state:
+            self.disk.write(Entry(tuple(tokens), state), wait=True)
+
+    def lookup(self, prompt: list[int], limit: int) -> Found | None:
+        found = self.ram.longest(prompt, limit)
+        if self.disk is not None:
+            on_disk = self.disk.longest(prompt, limit)
+            if on_disk is not None and (found is None or on_disk.length > found.length):
+                return on_disk
+        return found
+
+    def restore(self, found: Found, seq: int) -> bool:
+        """Write the entry's state into sequence `seq` (emptied first); False if the entry
+        turned out unusable (a disk file that fails its checksum is removed)."""
+        entry: Entry | None = found.entry
+        if found.tier == "disk" and self.disk is not None:
+            entry = self.disk.load(found.entry)
+        if entry is None or not self._states.write(seq, entry.state):
+            return False
+        metrics = self._metrics
+        if found.tier == "ram":
+            self.ram.touch(entry)
+            metrics.prompt_cache_ram_hits += 1
+            metrics.prompt_cache_ram_tokens_restored += found.length
+        else:
+            self.ram.put(entry)  # read once from disk, kept at hand
+            metrics.prompt_cache_disk_hits += 1
+            metrics.prompt_cache_disk_tokens_restored += found.length
+        self._publish()
+        return True
+
+    def clear(self) -> None:
+        self.ram.clear()
+        self._publish()
+
+    def close(self) -> None:
+        if self.disk is not None:
+            self.disk.close()
+        self._publish()
+
+    def _publish(self) -> None:
+        metrics = self._metrics
+        metrics.prompt_cache_ram_bytes = self.ram.bytes
+        metrics.prompt_cache_ram_entries = len(self.ram)
+        if self.disk is not None:
+            metrics.prompt_cache_disk_bytes = self.disk.bytes
+            metrics.prompt_cache_disk_entries = self.disk.count
+            metrics.prompt_cache_disk_writes_dropped = self.disk.dropped

@@ -1,0 +1,299 @@
+"""The prompt cache's disk tier: saved sequences that outlive the process.
+
+An agent's system prompt and tools (10–20k tokens, minutes of prompt processing on
+a CPU) are evaluated once and read back after a restart or a reload of the model.
+
+One directory per cache key (`key_digest`: the model file, the context layout, KV
+type, RoPE settings and llama.cpp's version), one file per entry:
+
+    magic | key digest (32) | n_tokens (u32) | state size (u64) | tokens (i32 each)
+    | state | sha256 of everything before (32)
+
+A file whose size disagrees with its header, whose key is not ours, or whose
+checksum fails is removed, never used. Files are written to a temporary name and
+renamed into place (a reader sees a whole file or none), and the directory's
+bound is enforced under an `fcntl` lock, so two servers may share a data dir.
+Writing runs on a thread of its own behind a bounded queue: a write that finds
+the queue full is dropped, a stream never waits for the disk. The index (each
+file's tokens) is read on the first lookup, and again when another process
+changed the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import queue
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from parlance.engines.llamacpp.prompt_cache import Entry, Found, common_prefix
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"PRLNCKV1"
+HEADER = struct.Struct("<8s32sIQ")
+DIGEST = 32
+SUFFIX = ".kv"
+QUEUE_ENTRIES = 4  # writes waiting for the writer; more are dropped
+# Seconds a write waits for room in the queue at shutdown (the scheduler's close waits
+# 30 s for its thread, which writes the slots' prefixes before the model is freed)
+SHUTDOWN_WAIT = 5.0
+STALE_TEMP_SECONDS = 3600.0  # a temporary file this old was left by a crashed writer
+DEFAULT_DISK_CAP = 4 << 30  # bytes: the default is the least of this and
+DISK_SHARE = 10  # 1/10 of the free space where the data dir lives
+
+
+def default_disk_bytes(free: int | None) -> int:
+    return DEFAULT_DISK_CAP if free is None else min(DEFAULT_DISK_CAP, free // DISK_SHARE)
+
+
+def key_digest(facts: Mapping[str, object]) -> bytes:
+    """What an entry is valid for, as a digest: a file made under other facts is foreign."""
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).digest()
+
+
+def encode(entry: Entry, key: bytes) -> bytes:
+    tokens = struct.pack(f"<{len(entry.tokens)}i", *entry.tokens)
+    body = HEADER.pack(MAGIC, key, len(entry.tokens), len(entry.state)) + tokens + entry.state
+    return body + hashlib.sha256(body).digest()
+
+
+class Unusable(ValueError):
+    """A cache file that is truncated, corrupt or made for another key."""
+
+
+def read_tokens(data: bytes, key: bytes, file_size: int) -> tuple[int, ...]:
+    """The tokens from the start of a file (`data` holds at least its header and tokens),
+    checked against its header and size; the state is not read."""
+    if len(data) < HEADER.size:
+        raise Unusable("shorter than its header")
+    magic, digest, n_tokens, state_size = HEADER.unpack_from(data)
+    if magic != MAGIC or digest != key:
+        raise Unusable("another format or key")
+    end = HEADER.size + 4 * n_tokens
+    if file_size != end + state_size + DIGEST or len(data) < end:
+        raise Unusable("its size disagrees with its header")
+    return struct.unpack_from(f"<{n_tokens}i", data, HEADER.size)
+
+
+def decode(data: bytes, key: bytes) -> Entry:
+    tokens = read_tokens(data, key, len(data))
+    body, digest = data[:-DIGEST], data[-DIGEST:]
+    if hashlib.sha256(body).digest() != digest:
+        raise Unusable("checksum mismatch")
+    return Entry(tokens, body[HEADER.size + 4 * len(tokens):])
+
+
+@dataclass(slots=True)
+class _Indexed:
+    path: Path
+    tokens: tuple[int, ...]
+    size: int
+
+
+class DiskTier:
+    def __init__(self, root: Path, facts: Mapping[str, object], capacity: int) -> None:
+        self.key = key_digest(facts)
+        self.directory = root / self.key.hex()[:16]
+        self.capacity = capacity
+        self.dropped = 0  # writes dropped because the queue was full
+        self._index: dict[Path, _Indexed] | None = None  # read on first use
+        self._seen_mtime = 0
+        self._index_lock = threading.Lock()  # the writer adds what it wrote
+        self._queue: queue.Queue[Entry | None] = queue.Queue(QUEUE_ENTRIES)
+        self._writer = threading.Thread(target=self._write_loop, name="parlance-kv-writer",
+                                         daemon=True)
+        self._writer.start()
+
+    # -- the scheduler thread ---------------------------------------------------------
+
+    @property
+    def bytes(self) -> int:
+        with self._index_lock:
+            return sum(i.size for i in (self._index or {}).values())
+
+    @property
+    def count(self) -> int:
+        with self._index_lock:
+            return len(self._index or {})
+
+    def covers(self, tokens: list[int] | tuple[int, ...]) -> bool:
+        n = len(tokens)
+        return any(len(i.tokens) >= n and common_prefix(i.tokens, tokens) == n
+                   for i in self._entries())
+
+    def longest(self, prompt: list[int], limit: int) -> Found | None:
+        best: _Indexed | None = None
+        length = 0
+        for item in self._entries():
+            common = min(common_prefix(item.tokens, prompt), limit)
+            if common > length:
+                best, length = item, common
+        if best is None:
+            return None
+        return Found(Entry(best.tokens, b""), length, "disk")  # the state is read on load
+
+    def load(self, stub: Entry) -> Entry | None:
+        """The whole entry behind a lookup's answer; None (and the file removed) when it is
+        gone, truncated or corrupt."""
+        item = next((i for i in self._entries() if i.tokens == stub.tokens), None)
+        if item is None:
+            return None
+        try:
+            entry = decode(item.path.read_bytes(), self.key)
+        except FileNotFoundError:
+            self._forget(item.path)
+            return None
+        except Unusable as exc:
+            log.warning("prompt cache: removing %s (%s)", item.path.name, exc)
+            self._discard(item.path)
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(item.path)  # recently used: evicted last
+        return entry
+
+    def write(self, entry: Entry, *, wait: bool = False) -> None:
+        try:
+            self._queue.put(entry, block=wait, timeout=SHUTDOWN_WAIT if wait else None)
+        except queue.Full:
+            self.dropped += 1
+
+    def close(self, timeout: float = 4 * SHUTDOWN_WAIT) -> None:
+        """Finish the queued writes (within `timeout`), then stop the writer."""
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=timeout)
+        self._writer.join(timeout)
+
+    # -- the index --------------------------------------------------------------------
+
+    def _entries(self) -> list[_Indexed]:
+        with self._index_lock:
+            if self._index is None or self._changed_elsewhere():
+                self._index = dict(self._scan())
+            return list(self._index.values())
+
+    def _changed_elsewhere(self) -> bool:
+        try:
+            return self.directory.stat().st_mtime_ns != self._seen_mtime
+        except FileNotFoundError:
+            return self._seen_mtime != 0
+
+    def _scan(self) -> Iterator[tuple[Path, _Indexed]]:
+        try:
+            self._seen_mtime = self.directory.stat().st_mtime_ns
+            paths = list(self.directory.iterdir())
+        except FileNotFoundError:
+            return
+        for path in paths:
+            if path.suffix == SUFFIX:
+                item = self._read_index(path)
+                if item is not None:
+                    yield path, item
+            elif path.name.startswith(".tmp-"):
+                self._remove_stale(path)
+
+    def _read_index(self, path: Path) -> _Indexed | None:
+        try:
+            size = path.stat().st_size
+            with path.open("rb") as fh:
+                head = fh.read(HEADER.size)
+                if len(head) == HEADER.size:
+                    head += fh.read(4 * HEADER.unpack_from(head)[2])
+            return _Indexed(path, read_tokens(head, self.key, size), size)
+        except FileNotFoundError:
+            return None
+        except (Unusable, struct.error) as exc:
+            log.warning("prompt cache: removing %s (%s)", path.name, exc)
+            _unlink(path)
+            return None
+
+    def _remove_stale(self, path: Path) -> None:
+        with contextlib.suppress(OSError):
+            if time.time() - path.stat().st_mtime > STALE_TEMP_SECONDS:
+                path.unlink()
+
+    def _forget(self, path: Path) -> None:
+        with self._index_lock:
+            if self._index is not None:
+                self._index.pop(path, None)
+
+    def _discard(self, path: Path) -> None:
+        _unlink(path)
+        self._forget(path)
+
+    # -- the writer thread --------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        while (entry := self._queue.get()) is not None:
+            try:
+                self._store(entry)
+            except OSError as exc:  # a full or read-only disk: the cache is an optimization
+                log.warning("prompt cache: could not write an entry: %s", exc)
+
+    def _store(self, entry: Entry) -> None:
+        if self.covers(entry.tokens):
+            return
+        data = encode(entry, self.key)
+        if len(data) > self.capacity:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(data[HEADER.size:HEADER.size + 4 * len(entry.tokens)])
+        path = self.directory / f"{name.hexdigest()[:32]}{SUFFIX}"
+        temp = self.directory / f".tmp-{uuid.uuid4().hex}"
+        with self._locked():
+            try:
+                with temp.open("wb") as fh:
+                    fh.write(data)
+                os.replace(temp, path)
+            finally:
+                _unlink(temp)
+            entries = self._entries()
+            for old in entries:  # a shorter entry this one extends serves nothing more
+                if old.path != path and common_prefix(old.tokens, entry.tokens) == len(
+                        old.tokens):
+                    self._discard(old.path)
+            self._evict(keep=path)
+        with self._index_lock:
+            if self._index is not None:
+                self._index[path] = _Indexed(path, entry.tokens, len(data))
+                self._seen_mtime = self.directory.stat().st_mtime_ns
+
+    def _evict(self, keep: Path) -> None:
+        """The least recently used files go until the directory fits its bound."""
+        files = []
+        for path in self.directory.glob(f"*{SUFFIX}"):
+            with contextlib.suppress(FileNotFoundError):
+                stat = path.stat()
+                files.append((stat.st_mtime_ns, path, stat.st_size))
+        total = sum(size for _, _, size in files)
+        for _, path, size in sorted(files):
+            if total <= self.capacity:
+                break
+            if path != keep:
+                self._discard(path)
+                total -= size
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One writer at a time per directory, across processes."""
+        with (self.directory / ".lock").open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
