@@ -252,7 +252,6 @@ async def test_options_map_to_sampling_and_ollamas_defaults_fill_the_rest(client
     assert (plain.sampling.temperature, plain.sampling.top_k, plain.sampling.top_p) == (
         0.8, 40, 0.9)
     assert plain.sampling_set == frozenset() and plain.max_tokens is None
-    assert plain.clip_to_context
     options = {"temperature": 0.2, "top_k": 7, "top_p": 0.5, "min_p": 0.05, "seed": 42,
                "stop": ["\n", "user:"], "num_predict": 16, "repeat_penalty": 1.2,
                "repeat_last_n": 32, "presence_penalty": 0.5, "frequency_penalty": 0.25,

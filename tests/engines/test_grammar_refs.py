@@ -11,7 +11,7 @@ The grammars are run by llguidance over a byte-level vocabulary: no model needed
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 import jsonschema
@@ -84,14 +84,14 @@ class Pets(BaseModel):  # `anyOf` of refs, and a nullable ref
     favourite: Cat | None
 
 
-class TodoStatus(str, Enum):
+class TodoStatus(StrEnum):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     CANCELLED = "cancelled"
 
 
-class TodoPriority(str, Enum):
+class TodoPriority(StrEnum):
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"

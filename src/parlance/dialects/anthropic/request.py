@@ -356,7 +356,6 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
         sampling=params,
         sampling_set=chosen,
         max_tokens=req.max_tokens,
-        clip_to_context=True,
         continue_final=req.messages[-1].role == "assistant",  # a prefilled answer
         stop=tuple(s for s in req.stop_sequences or () if s),
         tools=specs,

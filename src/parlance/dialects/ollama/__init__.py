@@ -53,7 +53,6 @@ def _common(req: CommonRequest, prompt: PromptInput, **fields: Any) -> Generatio
         sampling=sampling,
         sampling_set=chosen,
         max_tokens=opts.max_tokens(),
-        clip_to_context=True,  # num_predict is a ceiling: a full context ends the answer
         stop=tuple(s for s in opts.stop or () if s),
         logprobs=req.top_logprobs if req.logprobs else None,
         response_format=request.response_format(req.format),

@@ -24,6 +24,7 @@ from parlance.core.request import (
     TextInput,
 )
 from parlance.engines.base import PromptInfo
+from parlance.engines.budget import context_overflow, output_budget
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
 from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob
@@ -49,10 +50,11 @@ T = TypeVar("T")
 
 class LlamaCppEngine:
     def __init__(self, model: LlamaModel, template: ChatTemplate, *,
-                 max_waiting: int = DEFAULT_MAX_WAITING) -> None:
+                 max_waiting: int = DEFAULT_MAX_WAITING, strict_max_tokens: bool = False) -> None:
         self.model = model
         self.template = template
         self.context_length = model.n_ctx
+        self.strict_max_tokens = strict_max_tokens  # see engines/budget.py
         self.slots = model.settings.parallel
         self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting)
         self._preparing = InFlight()
@@ -75,6 +77,7 @@ class LlamaCppEngine:
         on_progress: ProgressCallback | None = None,
         max_waiting: int = DEFAULT_MAX_WAITING,
         rpc: RpcServers | None = None,
+        strict_max_tokens: bool = False,
     ) -> LlamaCppEngine:
         model = LlamaModel(path, settings, on_progress, rpc)
         template = ChatTemplate(
@@ -82,7 +85,7 @@ class LlamaCppEngine:
             bos_token=model.special_text(model.bos),
             eos_token=model.special_text(model.eos),
         )
-        return cls(model, template, max_waiting=max_waiting)
+        return cls(model, template, max_waiting=max_waiting, strict_max_tokens=strict_max_tokens)
 
     async def start(self, request: GenerationRequest) -> LlamaGeneration:
         self._check_logit_bias(request)
@@ -186,7 +189,9 @@ class LlamaCppEngine:
         token_lists = [self._tokens(p, t, request) for p, t in zip(request.prompts, texts,
                                                                     strict=True)]
         plan = self._plan(request, next((t for t in texts if t is not None), None))
-        budgets = [self._budget(tokens, request) for tokens in token_lists]
+        strict = self.strict_max_tokens or request.strict_max_tokens
+        budgets = [output_budget(len(tokens), request.max_tokens, self.context_length,
+                                 strict=strict) for tokens in token_lists]
         prompts = tuple(PromptInfo(self._text(t), len(t), tuple(t)) for t in token_lists)
         return token_lists, budgets, prompts, plan
 
@@ -266,7 +271,7 @@ class LlamaCppEngine:
         if bounded:
             texts = (prompt.text, prompt.suffix) if isinstance(prompt, TextInput) else ()
             for text in (chat_text, *texts):
-                self._check_length(text, request)
+                self._check_length(text)
         if isinstance(prompt, ChatInput):
             text = (chat_text if chat_text is not None
                     else render_chat(self.template, request, prompt.messages))
@@ -305,36 +310,14 @@ class LlamaCppEngine:
                 + [suf] + tokenize(prompt.suffix or "", add_special=False, parse_special=False)
                 + [mid])
 
-    def _check_length(self, text: str | None, request: GenerationRequest) -> None:
+    def _check_length(self, text: str | None) -> None:
         """Refuse a text that has more tokens than the context holds, whatever they are:
         tokenizing it would take seconds of CPU per megabyte, to be refused anyway."""
         if text is None or len(text) <= self.context_length * MIN_LONGEST_PIECE:
             return  # it may fit: no token stands for fewer bytes than that
         fewest = self.model.fewest_tokens(len(text))  # (characters: at most its bytes)
-        if fewest > self.context_length:
-            raise self._overflow(fewest, request, at_least=True)
-
-    def _budget(self, tokens: list[int], request: GenerationRequest) -> int:
-        n_ctx = self.context_length
-        wanted = request.max_tokens
-        if request.clip_to_context and wanted is not None and len(tokens) < n_ctx:
-            return min(wanted, n_ctx - len(tokens))
-        if len(tokens) + (wanted if wanted is not None else 1) > n_ctx:
-            raise self._overflow(len(tokens), request)
-        return wanted if wanted is not None else n_ctx - len(tokens)
-
-    def _overflow(self, prompt_tokens: int, request: GenerationRequest, *,
-                  at_least: bool = False) -> ContextOverflow:
-        wanted = None if request.clip_to_context else request.max_tokens
-        needed = prompt_tokens + (wanted if wanted is not None else 1)
-        detail = f" + {wanted} max tokens" if wanted is not None else ""
-        some = "at least " if at_least else ""
-        return ContextOverflow(
-            f"This model's maximum context length is {self.context_length} tokens, but the "
-            f"request needs {some}{needed} ({some}{prompt_tokens} prompt tokens{detail}).",
-            param="max_tokens" if wanted is not None else "messages",
-            code="context_length_exceeded",
-        )
+        if fewest >= self.context_length:  # no room left for a token
+            raise context_overflow(self.context_length, fewest, at_least=True)
 
     def _check_logit_bias(self, request: GenerationRequest) -> None:
         for token, _ in request.sampling.logit_bias:

@@ -84,8 +84,9 @@ class _Done:
 
 
 class UpstreamEngine:
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, strict_max_tokens: bool = False) -> None:
         self.pool = pool
+        self.strict_max_tokens = strict_max_tokens  # see clips()
         self.model = pool.model
         self.metrics = EngineMetrics()
         self.context_length = 0
@@ -112,11 +113,11 @@ class UpstreamEngine:
         subs = sub_requests(request, self.model)
         keys = {p: prefix_keys(request, prompt) for p, prompt in enumerate(request.prompts)}
         started = time.perf_counter()
+        clip = self.clips(request)
         if len(subs) == 1:
-            opened = [await self._open(subs[0], keys[0], clip=request.clip_to_context)]
+            opened = [await self._open(subs[0], keys[0], clip=clip)]
         else:
-            tasks = [asyncio.ensure_future(self._open(s, keys[s.prompt],
-                                                      clip=request.clip_to_context))
+            tasks = [asyncio.ensure_future(self._open(s, keys[s.prompt], clip=clip))
                      for s in subs]
             try:
                 await asyncio.wait(tasks)
@@ -138,6 +139,13 @@ class UpstreamEngine:
         self.metrics.slots_in_use = len(self._live)
         return generation
 
+    def clips(self, request: GenerationRequest) -> bool:
+        """max_tokens is a ceiling (engines/budget.py): a replica that finds the prompt
+        and max_tokens together too long for its context is asked again without
+        max_tokens, and stops where its context ends; unless the server or the request
+        is strict, when its refusal is passed on."""
+        return not (self.strict_max_tokens or request.strict_max_tokens)
+
     async def count_tokens(self, request: GenerationRequest) -> int:
         """The prompt tokens the upstream evaluates for the first prompt: by its own
         tokenizer endpoint where it has one (`counting.py`), else from the usage of a
@@ -152,8 +160,7 @@ class UpstreamEngine:
                 replica.release()
             if counted is not None:
                 return counted
-        counting = replace(request, n=1, logprobs=None, echo=False, max_tokens=1,
-                           clip_to_context=False)
+        counting = replace(request, n=1, logprobs=None, echo=False, max_tokens=1)
         path, body = request_body(counting, prompt, self.model)
         sub = SubRequest(path, body, 0, 0, True)
         opened = await self._open(sub, prefix_keys(request, prompt))
@@ -498,7 +505,7 @@ class UpstreamGeneration:
                     try:
                         opened = await self._engine._open(
                             opened.sub, self._keys[opened.sub.prompt],
-                            clip=self._request.clip_to_context, tried=opened.tried)
+                            clip=self._engine.clips(self._request), tried=opened.tried)
                     except ParlanceError as error:
                         self._deliver([Failed(error)], generated=False)
                         return
