@@ -82,10 +82,10 @@ class _Ollama:
             return result.load_answer(served.model, self.generate, call.keep_alive == 0)
         if self.generate:
             return result.generate_answer(
-                served.model, completion, load_seconds=served.load_seconds,
+                served.model, completion, ready_seconds=served.ready_seconds,
                 received_ns=call.received_ns, with_logprobs=call.logprobs,
                 context=_context(call, served, completion))
-        return result.chat_answer(served.model, completion, load_seconds=served.load_seconds,
+        return result.chat_answer(served.model, completion, ready_seconds=served.ready_seconds,
                                   received_ns=call.received_ns, with_logprobs=call.logprobs)
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:
@@ -96,7 +96,7 @@ class _Ollama:
         fields: dict[str, Any] = {}
         if self.generate and (context := _context(call, served, completion)):
             fields["context"] = context
-        return fields | result.metrics(completion.usage, served.load_seconds,
+        return fields | result.metrics(completion.usage, served.ready_seconds,
                                        call.received_ns)
 
 

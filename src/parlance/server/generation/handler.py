@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from dataclasses import replace
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -138,9 +139,11 @@ class GenerationHandler:
                 # 404 for a model that does not exist at all, 400 for load options out of
                 # range or a load too big for memory: now, before the response starts.
                 self.models.check(name, options)
-            load_seconds = None
+            load_seconds, ready_seconds = None, 0.0
             if not cold:
+                asked = perf_counter()
                 model, name, load_seconds = await self.models.acquire(name, None, options)
+                ready_seconds = perf_counter() - asked
                 self.models.keep(model, call.keep_alive)
             if call.request.tool_servers:
                 toolbox = await Toolbox.open(call.request.tool_servers,
@@ -156,8 +159,8 @@ class GenerationHandler:
                 await toolbox.aclose()
             raise
         watch.record.model = name
-        return Started(call, Served(name, generation.prompts, load_seconds), generation, watch,
-                       toolbox, memory)
+        served = Served(name, generation.prompts, load_seconds, ready_seconds)
+        return Started(call, served, generation, watch, toolbox, memory)
 
     def _load_then_start(self, call: Call, name: str, options: LoadOptions,
                          toolbox: Toolbox | None) -> LoadingGeneration:
