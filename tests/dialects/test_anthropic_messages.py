@@ -175,7 +175,9 @@ async def test_request_maps_to_the_neutral_request(client, fake_engine):
                 {"type": "thinking", "thinking": "Call it.", "signature": "x"},
                 {"type": "redacted_thinking", "data": "opaque"},
                 {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
-                 "input": {"city": "Oslo"}}]},
+                 "input": {"city": "Oslo"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "get_weather",
+                 "input": {"city": "Atlantis"}}]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_1",
                  "content": [{"type": "text", "text": "Sunny"}]},
@@ -193,9 +195,9 @@ async def test_request_maps_to_the_neutral_request(client, fake_engine):
     assert request.prompts[0].messages == (
         Message("system", "Be brief."),
         Message("user", "Weather?\n\nNotes\n\nIt rains."),
-        Message("assistant", "", tool_calls=(ToolCall("toolu_1", "get_weather",
-                                                      '{"city": "Oslo"}'),),
-                reasoning="Call it."),
+        Message("assistant", "", tool_calls=(
+            ToolCall("toolu_1", "get_weather", '{"city": "Oslo"}'),
+            ToolCall("toolu_2", "get_weather", '{"city": "Atlantis"}')), reasoning="Call it."),
         Message("tool", "Sunny", tool_call_id="toolu_1"),
         Message("tool", "Error: no such city", tool_call_id="toolu_2"),
         Message("user", "Thanks"),

@@ -15,7 +15,7 @@ from typing import Any
 from parlance.core.accumulate import Completion
 from parlance.core.errors import Cancelled, ContextOverflow, InvalidRequest, ParlanceError
 from parlance.core.events import Event, Finish, FinishReason, Usage
-from parlance.core.messages import Message
+from parlance.core.messages import Message, unanswered_result
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.dialects.base import DONE, Call, ErrorResponse, Frame, Framing, Served
 from parlance.dialects.openai_common import new_id, now, render_error
@@ -50,6 +50,8 @@ def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]], sealer:
     tools = toolset(body.tools or [], context).specs
     servers = mcp.tool_servers(body.tools or [])
     messages = wire.messages_of(context, sealer)
+    if whole:
+        _refuse_unanswered_outputs(messages, context)
     if body.instructions:
         messages.insert(0, Message("system", body.instructions))
     logprobs = None
@@ -73,6 +75,19 @@ def _request(body: wire.ResponsesRequest, context: list[dict[str, Any]], sealer:
         tool_servers=servers,
         approved_calls=mcp.approved_calls(context, servers) if whole else (),
     )
+
+
+def _refuse_unanswered_outputs(messages: list[Message], context: list[dict[str, Any]]) -> None:
+    """A call's output item whose call_id no earlier call has (in the input or the
+    stored chain) is refused, in OpenAI's words."""
+    unanswered = unanswered_result(messages)
+    if unanswered is None:
+        return
+    call_id = unanswered[1]
+    kind = next((str(item.get("type")) for item in context if item.get("call_id") == call_id
+                 and str(item.get("type")).endswith("_output")), "function_call_output")
+    raise InvalidRequest(f"No tool call found for {kind.replace('_', ' ')} with call_id "
+                         f"{call_id}.", param="input")
 
 
 def conversation(previous: StoredResponse) -> list[dict[str, Any]]:
