@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 
 import uvicorn
-from pydantic import BaseModel
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
