@@ -41,7 +41,7 @@ class Message:
 
 def unanswered_result(messages: Sequence[Message]) -> tuple[int, str] | None:
     """The first tool result that answers no call an earlier assistant message made (its
-    index and call id), which every API that names its calls refuses; None when each
+    index and call id), which OpenAI's APIs refuse; None when each
     answers one. A result without a call id is not judged (Ollama's have none)."""
     made: set[str] = set()
     for i, message in enumerate(messages):

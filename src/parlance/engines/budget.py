@@ -10,11 +10,15 @@ whose prompt and `max_tokens` together do not fit."""
 from __future__ import annotations
 
 from parlance.core.errors import ContextOverflow
+from parlance.core.request import GenerationRequest
 
 
-def output_budget(prompt_tokens: int, max_tokens: int | None, context_length: int, *,
+def output_budget(prompt_tokens: int, request: GenerationRequest, context_length: int, *,
                   strict: bool = False) -> int:
-    """The tokens a sequence with this prompt may generate (ContextOverflow: none)."""
+    """The tokens a sequence of `request` with this prompt may generate (ContextOverflow:
+    none); `strict`: the engine's setting (the request may be strict by itself)."""
+    max_tokens = request.max_tokens
+    strict = strict or request.strict_max_tokens
     room = context_length - prompt_tokens
     if room < 1 or (strict and max_tokens is not None and max_tokens > room):
         raise context_overflow(context_length, prompt_tokens, max_tokens if strict else None)

@@ -173,9 +173,8 @@ class FakeEngine:
     async def start(self, request: GenerationRequest) -> FakeGeneration:
         prompts = tuple(
             _prompt_info(prompt, _prompt_text(prompt)) for prompt in request.prompts)
-        budget = output_budget(max(p.n_tokens for p in prompts), request.max_tokens,
-                               self.context_length,
-                               strict=self.strict_max_tokens or request.strict_max_tokens)
+        budget = output_budget(max(p.n_tokens for p in prompts), request, self.context_length,
+                               strict=self.strict_max_tokens)
         if request.n > self.slots:
             raise InvalidRequest(f"n is {request.n}; at most {self.slots}.", param="n")
         check_schemas(request)
@@ -231,14 +230,13 @@ class FakeEngine:
                                           tool_names=names, freeform=freeform)
 
     def _default_script(
-        self, request: GenerationRequest, prompts: tuple[PromptInfo, ...], budget: int
+        self, request: GenerationRequest, prompts: tuple[PromptInfo, ...], limit: int
     ) -> list[ScriptItem]:
-        """The default reply word by word, ending with `length` where the budget (the
+        """The default reply word by word, ending with `length` where `limit` (the
         request's max_tokens, or the room left in the context) runs out."""
         reply, matched = _stopped(self.default_reply, request.stop)
         words = reply.split(" ")
         pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
-        limit = budget
         script: list[ScriptItem] = []
         choices = len(prompts) * request.n
         for index in range(choices):

@@ -256,14 +256,15 @@ def _check_tool_results(messages: list[MessageIn]) -> None:
             if previous != "assistant":
                 held = set()
             held.update(b.id for b in blocks if b.type == "tool_use" and b.id)
-        for j, block in enumerate(blocks):
-            if m.role != "assistant" and block.type == "tool_result" and (
-                    block.tool_use_id not in held):
-                at = f"messages[{i}].content[{j}]"
-                raise InvalidRequest(
-                    f"{at}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                    f"{block.tool_use_id}. Each `tool_result` block must have a corresponding "
-                    "`tool_use` block in the previous message.", param=f"{at}.tool_use_id")
+        else:
+            for j, block in enumerate(blocks):
+                if block.type == "tool_result" and block.tool_use_id not in held:
+                    at = f"messages[{i}].content[{j}]"
+                    raise InvalidRequest(
+                        f"{at}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                        f"{block.tool_use_id}. Each `tool_result` block must have a "
+                        "corresponding `tool_use` block in the previous message.",
+                        param=f"{at}.tool_use_id")
         previous = m.role
 
 

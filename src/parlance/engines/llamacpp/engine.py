@@ -189,9 +189,8 @@ class LlamaCppEngine:
         token_lists = [self._tokens(p, t, request) for p, t in zip(request.prompts, texts,
                                                                     strict=True)]
         plan = self._plan(request, next((t for t in texts if t is not None), None))
-        strict = self.strict_max_tokens or request.strict_max_tokens
-        budgets = [output_budget(len(tokens), request.max_tokens, self.context_length,
-                                 strict=strict) for tokens in token_lists]
+        budgets = [output_budget(len(tokens), request, self.context_length,
+                                 strict=self.strict_max_tokens) for tokens in token_lists]
         prompts = tuple(PromptInfo(self._text(t), len(t), tuple(t)) for t in token_lists)
         return token_lists, budgets, prompts, plan
 
