@@ -1,6 +1,7 @@
 """A real MCP server on loopback for tests (and `examples/`): the official SDK's
 MCPServer over streamable HTTP (`/mcp`) and SSE (`/sse`), run by uvicorn on a
-thread. Its `model_search` tool stands in for the Hugging Face tool of seed 000."""
+thread. Its `model_search` tool stands in for the Hugging Face tool of seed 000; its
+`outline` tool takes a recursive pydantic model (an input schema with `$defs`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,16 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
 RAN: list[str] = []  # tools run by servers in this process, in order
+
+
+class Section(BaseModel):
+    title: str
+    sections: list[Section]
 
 
 def build_server() -> MCPServer:
@@ -33,6 +40,12 @@ def build_server() -> MCPServer:
         """Add two integers."""
         RAN.append("add")
         return str(a + b)
+
+    @server.tool()
+    def outline(document: Section) -> str:
+        """Write down the outline of a document."""
+        RAN.append("outline")
+        return f"Outlined {document.title!r}"
 
     @server.tool()
     def explode() -> str:

@@ -80,6 +80,8 @@ def check_line(line: dict[str, Any], *, generate: bool) -> None:
         _check_logprobs(line["logprobs"])
     if line["done"]:
         assert line["done_reason"] in DONE_REASONS, line
+        if line["done_reason"] in ("stop", "length"):  # an answer: Ollama always says
+            assert "load_duration" in line, line  # how long the model took to be ready
         for key in METRICS & set(line):
             assert isinstance(line[key], int) and line[key] > 0, (key, line)  # zero: omitted
 

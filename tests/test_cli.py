@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from parlance.cli import main
+import argparse
+
+from parlance.cli import _parser, main
+from parlance.config import SERVE_DEFAULTS, ServeConfig
 
 
 def test_models_lists_builtin_and_presets(tmp_path, capsys, monkeypatch):
@@ -38,3 +41,31 @@ def test_serve_with_absurd_load_settings_fails_fast_naming_the_flag(tmp_path, mo
     err = capsys.readouterr().err
     assert "memory budget" in err and "--model" in err
     assert loads == []
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices["serve"]
+
+
+def test_every_serve_flag_says_what_it_does_and_its_default():
+    actions = [a for a in _serve_parser()._actions if a.dest != "help"]
+    flags = {a.dest for a in actions}
+    assert flags >= set(SERVE_DEFAULTS) - {"upstreams", "local_model"}  # every setting
+    for action in actions:
+        text = action.help or ""
+        own = text.split(" [env ")[0]
+        assert len(own) > 20, f"{action.option_strings}: no help of its own"
+        assert "default" in text, f"{action.option_strings}: its default is not said"
+        default = SERVE_DEFAULTS.get(action.dest)
+        if isinstance(default, bool):
+            assert "default off" in text, action.option_strings
+        elif isinstance(default, int | float) or default:
+            shown = f"{default:g}" if isinstance(default, float) else str(default)
+            assert f"[default {shown}; " in text, action.option_strings
+
+
+def test_strict_max_tokens_is_a_setting():
+    assert ServeConfig().strict_max_tokens is False
+    args = _serve_parser().parse_args(["--strict-max-tokens"])
+    assert args.strict_max_tokens is True

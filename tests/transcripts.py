@@ -43,3 +43,7 @@ def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
                         lambda: "2023-08-04T19:22:45.499127Z")
     ticks = itertools.count(0, 250_000_000)  # each reading of the clock a quarter second on
     monkeypatch.setattr("parlance.dialects.ollama.result.clock_ns", lambda: next(ticks))
+    # the wait for a loaded model: 2 ms (Ollama's load_duration)
+    readings = itertools.count(0.0, 0.002)
+    monkeypatch.setattr("parlance.models.lease.perf_counter",
+                        lambda: next(readings))

@@ -76,14 +76,15 @@ class AppServer:
 
 
 def fleet(*urls: str, models: tuple[str, ...] = (), interval: float = 3600.0,
-          weights: tuple[float, ...] = (), answer_timeout: float = 600.0) -> Fleet:
+          weights: tuple[float, ...] = (), answer_timeout: float = 600.0,
+          strict_max_tokens: bool = False) -> Fleet:
     """A fleet over these replicas; health checks only when the test asks (`check()`),
     unless it sets an interval."""
     configs = [ReplicaConfig(url, models=models, weight=weights[i] if weights else 1.0)
                for i, url in enumerate(urls)]
     client = ClientSettings(connect_timeout=5.0, answer_timeout=answer_timeout)
     return Fleet(configs, FleetSettings(health_interval=interval, startup_wait=30.0,
-                                        client=client))
+                                        client=client, strict_max_tokens=strict_max_tokens))
 
 
 @contextlib.contextmanager

@@ -13,30 +13,41 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-from parlance.config import ServeConfig, env_name, resolve_config
+from parlance.config import SERVE_DEFAULTS, ServeConfig, env_name, resolve_config
 from parlance.core.errors import InvalidRequest, Unavailable
 
 console = Console(stderr=True)
 
 
 def _parser() -> argparse.ArgumentParser:
+    from parlance.models.load_plan import DEFAULT_CONTEXT
+
     parser = argparse.ArgumentParser(prog="parlance", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve a model over HTTP")
-    serve.add_argument("--model", help="registry key, preset name or path to a .gguf file")
+    serve.add_argument("--model", help="registry key, preset name or path to a .gguf file "
+                       "(none is loaded at start with --upstream and no --model)")
     serve.add_argument("--model-alias", dest="model_alias", action="append",
                        help="PATTERN=MODEL: requests naming PATTERN (a name or a glob such "
-                            "as 'claude-*') get the registry model MODEL; repeatable")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+                            "as 'claude-*') get the registry model MODEL; repeatable "
+                            "(default: none)")
+    serve.add_argument("--host", help="address to listen on (0.0.0.0: every interface)")
+    serve.add_argument("--port", type=int, help="TCP port to listen on")
     serve.add_argument("--allowed-origin", dest="allowed_origin", action="append",
                        help="a web page origin (scheme://host[:port]) that may call this "
-                            "server from a browser, beside loopback ones; '*': any (repeatable)")
+                            "server from a browser, beside loopback ones; '*': any "
+                            "(repeatable; default: loopback origins only)")
     serve.add_argument("--allowed-host", dest="allowed_host", action="append",
                        help="a Host name requests may use beside loopback names (the only ones "
-                            "accepted when --host is a loopback address); '*': any (repeatable)")
-    serve.add_argument("--ctx-size", dest="ctx_size", type=int)
-    serve.add_argument("--threads", type=int)
+                            "accepted when --host is a loopback address); '*': any "
+                            "(repeatable; default: none)")
+    serve.add_argument("--ctx-size", dest="ctx_size", type=int,
+                       help="context of each sequence, in tokens (default: the preset's "
+                            f"ctx_size, else {DEFAULT_CONTEXT} or the model's training "
+                            "context if smaller)")
+    serve.add_argument("--threads", type=int,
+                       help="CPU threads that decode (default: every CPU this process may "
+                            "run on)")
     serve.add_argument("--parallel", type=int,
                        help="sequences decoded together (slots sharing the context)")
     serve.add_argument("--queue-size", dest="queue_size", type=int,
@@ -45,12 +56,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--kv-unified", dest="kv_unified", action="store_const", const=True,
                        help="one KV cache of --ctx-size cells shared by all slots, instead of "
                             "--ctx-size per slot (less memory; results then depend on batching)")
+    serve.add_argument("--strict-max-tokens", dest="strict_max_tokens", action="store_const",
+                       const=True, help="refuse a request whose prompt plus max_tokens "
+                       "exceeds the context, as OpenAI does (otherwise max_tokens is a "
+                       "ceiling: the answer ends with 'length' where the context is full)")
     serve.add_argument("--max-body-mb", dest="max_body_mb", type=int,
                        help="largest request body accepted, in MiB (larger: 413)")
     serve.add_argument("--api-key", dest="api_key", action="append",
-                       help="require this API key (repeatable)")
-    serve.add_argument("--keepalive-seconds", dest="keepalive_seconds", type=float)
-    serve.add_argument("--request-timeout", dest="request_timeout", type=float)
+                       help="require this API key (repeatable; default: none, no key needed)")
+    serve.add_argument("--keepalive-seconds", dest="keepalive_seconds", type=float,
+                       help="seconds a stream may stay silent before the server sends a "
+                            "keepalive (an SSE comment, or the dialect's ping; 0: never)")
+    serve.add_argument("--request-timeout", dest="request_timeout", type=float,
+                       help="seconds a request may run, its whole stream included, before it "
+                            "is ended with a timeout error")
     serve.add_argument("--shutdown-grace", dest="shutdown_grace", type=float,
                        help="seconds running generations may finish on SIGTERM/SIGINT before "
                             "they are ended with an error (new requests get 503 meanwhile)")
@@ -61,14 +80,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--header-timeout", dest="header_timeout", type=float,
                        help="seconds a connection has to send its request headers")
     serve.add_argument("--data-dir", dest="data_dir", type=Path,
-                       help="where stored responses (SQLite) and the disk prompt cache live")
+                       help="where stored responses (SQLite) and the disk prompt cache live "
+                            "(default: $XDG_DATA_HOME/parlance, else ~/.local/share/parlance)")
     serve.add_argument("--responses-retention", dest="responses_retention", type=int,
                        help="how many stored responses to keep (the newest)")
     serve.add_argument("--allow-request-mcp", dest="allow_request_mcp", action="store_const",
                        const=True, help="let requests name their own MCP servers "
                        "(LM Studio's ephemeral_mcp integrations)")
     serve.add_argument("--mcp-allow-host", dest="mcp_allow_host", action="append",
-                       help="a private or loopback host those servers may reach (repeatable)")
+                       help="a private or loopback host those servers may reach "
+                            "(repeatable; default: none)")
     serve.add_argument("--mcp-config", dest="mcp_config", type=Path,
                        help="mcp.json with the MCP servers requests may use as plugins "
                             "(default: mcp.json in the data dir, when present)")
@@ -78,13 +99,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="GGUF files (publisher/repo/file.gguf) loaded on first use, "
                             "and where downloads go (default: models in the data dir)")
     serve.add_argument("--download-allow-host", dest="download_allow_host", action="append",
-                       help="a private or loopback host model downloads may reach (repeatable)")
+                       help="a private or loopback host model downloads may reach "
+                            "(repeatable; default: none)")
     serve.add_argument("--jit-ttl", dest="jit_ttl", type=float,
                        help="seconds a model loaded on first use may stay idle (0: forever)")
     serve.add_argument("--memory-budget-mb", dest="memory_budget_mb", type=int,
                        help="unload idle models so the loaded ones (weights, KV cache and "
                             "compute buffers, estimated) stay within this; loads larger "
-                            "than this or than the free memory are refused")
+                            "than this or than the free memory are refused (0: no budget)")
     serve.add_argument("--prompt-cache-mb", dest="prompt_cache_mb", type=int,
                        help="MiB of RAM per model for evaluated prompt prefixes kept beyond "
                             "the slots, restored when a prompt shares one (default: the least "
@@ -97,23 +119,37 @@ def _parser() -> argparse.ArgumentParser:
                        help="an OpenAI-compatible server (vLLM, SGLang, llama-server, Ollama, "
                             "LM Studio, Parlance) whose models this server serves too, "
                             "balanced over every server that lists the same model "
-                            "(repeatable); with no --model, no local model is loaded")
+                            "(repeatable; default: none); with no --model, no local model "
+                            "is loaded")
     serve.add_argument("--upstream-api-key", dest="upstream_api_key",
-                       help="the API key sent to the --upstream servers")
+                       help="the API key sent to the --upstream servers (default: none)")
     serve.add_argument("--upstream-health-interval", dest="upstream_health_interval",
                        type=float, help="seconds between health checks (and model "
                        "discovery) of the upstream servers")
     serve.add_argument("--rpc", action="append", metavar="HOST:PORT",
                        help="a llama.cpp rpc-server to hold the models' layers (repeatable: "
                             "they are split by the servers' free memory; to use this machine "
-                            "as well, run an rpc-server here too)")
+                            "as well, run an rpc-server here too; default: none)")
     for action in serve._actions:
-        if action.dest not in ("help",):
-            action.help = (action.help or "") + f" [env {env_name(action.dest)}]"
+        if action.dest != "help":
+            action.help = f"{action.help} [{_default_and_env(action.dest)}]"
     for sub in (serve, commands.add_parser("models", help="list the models you can serve")):
         sub.add_argument("--config", type=Path, help="TOML file with [serve] and [presets.*]"
                          f" [env {env_name('config')}; default ./parlance.toml]")
     return parser
+
+
+def _default_and_env(field: str) -> str:
+    """`default X; env PARLANCE_X` for a flag whose default is a value (the others say
+    theirs in words), `env PARLANCE_X` otherwise."""
+    default = SERVE_DEFAULTS.get(field)
+    env = f"env {env_name(field)}"
+    if default is False:
+        return f"default off; {env}"
+    if default in (None, "", ()):
+        return env
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    return f"default {shown}; {env}"
 
 
 def _engine_loader(config: ServeConfig):
@@ -137,7 +173,8 @@ def _engine_loader(config: ServeConfig):
         )
         return LlamaCppEngine.load(spec.locate(), settings, chat_template=spec.chat_template,
                                    on_progress=on_progress, max_waiting=config.queue_size,
-                                   rpc=rpc, prompt_cache=prompt_cache)
+                                   rpc=rpc, prompt_cache=prompt_cache,
+                                   strict_max_tokens=config.strict_max_tokens)
 
     return load
 
@@ -262,7 +299,8 @@ def _upstreams(config: ServeConfig):
     from parlance.models.upstream import UpstreamModels
 
     fleet = Fleet([ReplicaConfig(*entry) for entry in entries],
-                  FleetSettings(health_interval=config.upstream_health_interval))
+                  FleetSettings(health_interval=config.upstream_health_interval,
+                                strict_max_tokens=config.strict_max_tokens))
     for replica in fleet.replicas:
         models = ", ".join(sorted(replica.models)) or "the models it lists"
         console.print(f"Upstream {replica.label} (weight {replica.weight:g}): {models}")

@@ -77,6 +77,7 @@ class ServeConfig:
     parallel: int = 4
     queue_size: int = 64  # sequences (prompts × n) that may wait for a slot
     kv_unified: bool = False
+    strict_max_tokens: bool = False  # refuse max_tokens beyond the context (OpenAI's rule)
     api_key: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
     request_timeout: float = 120.0
@@ -110,6 +111,10 @@ class ServeConfig:
     # Whether a local model is loaded at start: yes unless upstreams are configured
     # and no model was named (a gateway in front of other servers)
     local_model: bool = True
+
+
+# Each setting's built-in default (what `parlance serve --help` shows).
+SERVE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ServeConfig)}
 
 
 def env_name(field: str) -> str:

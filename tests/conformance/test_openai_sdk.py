@@ -97,7 +97,9 @@ async def test_sdk_chat_mid_stream_error_raises_api_error():
 @pytest.mark.parametrize(("kwargs", "error", "status"), [
     ({"model": "nope"}, openai.NotFoundError, 404),
     ({"n": 5}, openai.BadRequestError, 400),  # more choices than the fake engine's 4 slots
-    ({"max_tokens": 10**6}, openai.PermissionDeniedError, 403),
+    # a prompt longer than the context (max_tokens beyond it is only a ceiling)
+    ({"messages": [{"role": "user", "content": "word " * 3000}]},
+     openai.PermissionDeniedError, 403),
 ])
 async def test_sdk_chat_errors_map_to_sdk_exceptions(kwargs, error, status):
     params = {"model": "fake-model", "messages": HELLO, **kwargs}

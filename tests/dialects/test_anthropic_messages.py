@@ -175,7 +175,9 @@ async def test_request_maps_to_the_neutral_request(client, fake_engine):
                 {"type": "thinking", "thinking": "Call it.", "signature": "x"},
                 {"type": "redacted_thinking", "data": "opaque"},
                 {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
-                 "input": {"city": "Oslo"}}]},
+                 "input": {"city": "Oslo"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "get_weather",
+                 "input": {"city": "Atlantis"}}]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_1",
                  "content": [{"type": "text", "text": "Sunny"}]},
@@ -193,9 +195,9 @@ async def test_request_maps_to_the_neutral_request(client, fake_engine):
     assert request.prompts[0].messages == (
         Message("system", "Be brief."),
         Message("user", "Weather?\n\nNotes\n\nIt rains."),
-        Message("assistant", "", tool_calls=(ToolCall("toolu_1", "get_weather",
-                                                      '{"city": "Oslo"}'),),
-                reasoning="Call it."),
+        Message("assistant", "", tool_calls=(
+            ToolCall("toolu_1", "get_weather", '{"city": "Oslo"}'),
+            ToolCall("toolu_2", "get_weather", '{"city": "Atlantis"}')), reasoning="Call it."),
         Message("tool", "Sunny", tool_call_id="toolu_1"),
         Message("tool", "Error: no such city", tool_call_id="toolu_2"),
         Message("user", "Thanks"),
@@ -277,9 +279,10 @@ async def test_bad_requests_are_400_in_anthropics_envelope(client, change, param
 
 
 async def test_max_tokens_is_a_ceiling_and_only_the_prompt_can_overflow():
-    """Claude Code asks for 32k tokens whatever the model: that is cut to the room the
-    prompt leaves; a prompt that does not fit is a 400 saying the prompt is too long."""
-    engine = FakeEngine(context_length=8)
+    """Claude Code asks for 32k tokens whatever the model: the answer ends with
+    `max_tokens` where the context is full; a prompt that does not fit is a 400 saying
+    the prompt is too long."""
+    engine = FakeEngine(context_length=8, default_reply="one two three four five six seven eight")
     app = make_app(engine)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://test") as client:
@@ -288,7 +291,9 @@ async def test_max_tokens_is_a_ceiling_and_only_the_prompt_can_overflow():
                 "messages": [{"role": "user", "content": "word " * 8}]}
         overflow = await client.post(MESSAGES, json=long)
     assert fits.status_code == 200, fits.text
-    assert engine.requests[-1].clip_to_context and engine.requests[-1].max_tokens == 32000
+    assert engine.requests[-1].max_tokens == 32000
+    assert fits.json()["stop_reason"] == "max_tokens"
+    assert fits.json()["usage"]["output_tokens"] == 7  # the room the one-word prompt left
     assert overflow.status_code == 400
     error = check_error(overflow.json())
     assert error["message"].startswith("prompt is too long")

@@ -66,7 +66,7 @@ async def test_chat_stream_transcript(client, fake_engine, fixed_ids):
     assert lines[-1] == {
         "model": "fake-model", "created_at": "2023-08-04T19:22:45.499127Z",
         "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
-        "total_duration": 250_000_000, "prompt_eval_count": 6,
+        "total_duration": 250_000_000, "load_duration": 2_000_000, "prompt_eval_count": 6,
         "prompt_eval_duration": 10_000_000, "eval_count": 2, "eval_duration": 20_000_000}
 
 
@@ -87,6 +87,18 @@ async def test_chat_without_stream_is_one_object_agreeing_with_the_stream(client
     metrics = {"done", "done_reason", "prompt_eval_count", "prompt_eval_duration",
                "eval_count", "eval_duration"}
     assert {k: whole[k] for k in metrics} == {k: lines[-1][k] for k in metrics}
+
+
+@pytest.mark.parametrize("path", [CHAT, GENERATE])
+async def test_the_final_line_says_how_long_the_loaded_model_took_to_be_ready(client, path):
+    """Ollama always sends `load_duration`, the time to get the model ready (a few ms
+    for a model loaded already), a part of `total_duration`."""
+    body = HELLO if path == CHAT else {"model": "fake-model", "prompt": "Hello!"}
+    last = check_stream(await _stream(client, path, body), generate=path == GENERATE)[-1]
+    whole = (await client.post(path, json={**body, "stream": False})).json()
+    for final in (last, whole):
+        assert isinstance(final["load_duration"], int) and final["load_duration"] > 0
+        assert final["load_duration"] < final["total_duration"]
 
 
 async def test_generate_stream_transcript_with_context(client, fake_engine, fixed_ids):
@@ -252,7 +264,6 @@ async def test_options_map_to_sampling_and_ollamas_defaults_fill_the_rest(client
     assert (plain.sampling.temperature, plain.sampling.top_k, plain.sampling.top_p) == (
         0.8, 40, 0.9)
     assert plain.sampling_set == frozenset() and plain.max_tokens is None
-    assert plain.clip_to_context
     options = {"temperature": 0.2, "top_k": 7, "top_p": 0.5, "min_p": 0.05, "seed": 42,
                "stop": ["\n", "user:"], "num_predict": 16, "repeat_penalty": 1.2,
                "repeat_last_n": 32, "presence_penalty": 0.5, "frequency_penalty": 0.25,

@@ -223,6 +223,7 @@ async def test_chat_unknown_model_is_404_model_not_found(client):
 
 
 async def test_chat_context_overflow_is_403_before_any_byte(client):
-    response = await client.post(CHAT, json={**HELLO, "max_tokens": 100000, "stream": True})
+    long = [{"role": "user", "content": "word " * 3000}]
+    response = await client.post(CHAT, json={**HELLO, "messages": long, "stream": True})
     assert response.status_code == 403
     assert response.json()["error"]["type"] == "tokens_exceeded_error"

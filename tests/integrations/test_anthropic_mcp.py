@@ -110,7 +110,7 @@ async def test_stream_shows_the_call_and_its_result_then_the_answer(client, fake
     listing = stream[2]["content_block"]
     assert (listing["type"], listing["mcp_server_name"]) == ("mcp_tool_listing", "huggingface")
     tools = {t["name"]: t for t in listing["tools"]}
-    assert set(tools) == {"model_search", "add", "explode"}
+    assert set(tools) == {"model_search", "add", "outline", "explode"}
     assert tools["add"]["input_schema"]["properties"].keys() == {"a", "b"}
     use = stream[4]["content_block"]
     assert use == {"type": "mcp_tool_use", "id": use["id"], "name": "model_search",

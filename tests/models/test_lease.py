@@ -119,8 +119,9 @@ async def test_a_token_count_loads_a_cold_model_with_the_idle_ttl():
 
 async def test_a_generation_refused_at_start_releases_its_model():
     models = served(FakeEngine(context_length=16))
+    too_long = [{"role": "user", "content": "word " * 64}]
     answer = await over_http(models, "/v1/chat/completions",
-                             {"model": "fake-model", "messages": HELLO, "max_tokens": 64})
+                             {"model": "fake-model", "messages": too_long})
     assert answer.status_code == 403  # OpenAI's status for a prompt over the context
     assert answer.json()["error"]["code"] == "context_length_exceeded"
     assert models.kept == [("fake-model", None)] and models.released == ["fake-model"]

@@ -406,8 +406,12 @@ async def test_completions_forced_multibyte_output(client):
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
 async def test_context_overflow(client, path, stream):
-    response = await client.post(path, json=body_for(path, max_tokens=N_CTX, stream=stream))
-    assert_error(response, 403, "tokens_exceeded_error", "max_tokens")
+    """A prompt that leaves no room (max_tokens beyond the context is only a ceiling)."""
+    long = "word " * N_CTX
+    body = (chat_body(long, max_tokens=8, stream=stream) if path == CHAT
+            else text_body(long, max_tokens=8, stream=stream))
+    response = await client.post(path, json=body)
+    assert_error(response, 403, "tokens_exceeded_error", "messages")
     assert response.json()["error"]["code"] == "context_length_exceeded"
 
 

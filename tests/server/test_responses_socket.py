@@ -261,3 +261,27 @@ async def test_each_response_create_gets_an_access_line(caplog):
     assert "path=/v1/responses status=200 model=fake-model" in served
     assert "prompt_tokens=5 completion_tokens=1" in served
     assert "status=400" in refused
+
+
+async def test_a_refused_continuation_evicts_what_it_continued():
+    """An output for a call no earlier call made is a 400 (as on OpenAI), and the
+    refused continuation's previous response leaves the connection: a store: false one
+    cannot be continued any more; a stored one still can, from the store."""
+    engine = FakeEngine()
+    for text in ("OK.", "Stored.", "Again."):
+        reply(engine, text)
+    orphan = [{"type": "function_call_output", "call_id": "call_missing", "output": "42"}]
+    async with serving(make_app(engine)) as host, connect(f"ws://{host}/v1/responses") as ws:
+        first = (await response(ws, {**HELLO, "store": False}))[-1]["response"]
+        [refused] = await response(ws, {**HELLO, "store": False, "input": orphan,
+                                        "previous_response_id": first["id"]})
+        assert (refused["status"], refused["error"]["param"]) == (400, "input")
+        assert refused["error"]["message"] == (
+            "No tool call found for function call output with call_id call_missing.")
+        [gone] = await response(ws, {**HELLO, "store": False,
+                                     "previous_response_id": first["id"]})
+        assert gone["error"]["code"] == "previous_response_not_found"
+        stored = (await response(ws, HELLO))[-1]["response"]
+        await response(ws, {**HELLO, "input": orphan, "previous_response_id": stored["id"]})
+        again = await response(ws, {**HELLO, "previous_response_id": stored["id"]})
+        assert again[-1]["type"] == "response.completed"

@@ -71,10 +71,10 @@ class GenerationRequest:
     prompts: tuple[PromptInput, ...]
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int | None = None
-    # max_tokens is a ceiling, cut to the room the prompt leaves in the context rather
-    # than refused (Anthropic's clients send 32k whatever the model; Claude Code reads
-    # an overflow refusal as "compact the conversation").
-    clip_to_context: bool = False
+    # max_tokens must fit beside the prompt, else the request is refused (ContextOverflow),
+    # instead of being a ceiling the end of the context may cut short: for a dialect
+    # that makes room by dropping old turns (a compaction's summary must be whole).
+    strict_max_tokens: bool = False
     # A last assistant message is the start of the answer, which continues it (Anthropic's
     # prefill; the output does not repeat it) instead of a finished turn.
     continue_final: bool = False

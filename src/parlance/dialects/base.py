@@ -64,6 +64,8 @@ class Served:
     model: str  # the id the client asked for (aliases are echoed as sent)
     prompts: tuple[PromptInfo, ...]
     load_seconds: float | None = None  # this call loaded the model, in so many seconds
+    # How long this call waited for its model to be ready: its load, or finding it loaded
+    ready_seconds: float = 0.0
 
 
 class Encoder(Protocol):

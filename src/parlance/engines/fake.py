@@ -6,7 +6,8 @@ an exception instance is raised mid-stream, and `Generated` text
 stands for raw model output: it goes through the same `OutputParser` as the real
 engine's (tool calls in `tool_syntax` when the request has tools, reasoning in
 `reasoning` markers), so parsing is tested on every path. With no script the
-engine answers `default_reply` word by word, honouring `max_tokens`.
+engine answers `default_reply` word by word, honouring `max_tokens` and the room
+the context leaves (`engines/budget.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from parlance.core.errors import ContextOverflow, InvalidRequest, ModelUnloaded,
 from parlance.core.events import Event, Failed, Finish, FinishReason, TextDelta, Usage
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
+from parlance.engines.budget import output_budget
 from parlance.engines.grammar import check_schemas
 from parlance.engines.metrics import EngineMetrics
 from parlance.engines.parsing.output import OutputParser
@@ -151,8 +153,9 @@ class FakeGeneration:
 class FakeEngine:
     def __init__(self, *, context_length: int = 2048, default_reply: str = "Hello there!",
                  slots: int = 4, tool_syntax: ToolSyntax = HERMES,
-                 reasoning: ReasoningMarkers | None = THINK):
+                 reasoning: ReasoningMarkers | None = THINK, strict_max_tokens: bool = False):
         self.tool_syntax = tool_syntax
+        self.strict_max_tokens = strict_max_tokens
         self.reasoning = reasoning
         self.context_length = context_length
         self.slots = slots
@@ -170,20 +173,14 @@ class FakeEngine:
     async def start(self, request: GenerationRequest) -> FakeGeneration:
         prompts = tuple(
             _prompt_info(prompt, _prompt_text(prompt)) for prompt in request.prompts)
-        room = 1 if request.clip_to_context else request.max_tokens or 1
-        needed = max(p.n_tokens for p in prompts) + room
-        if needed > self.context_length:
-            raise ContextOverflow(
-                f"This model's maximum context length is {self.context_length} tokens; "
-                f"the request needs {needed}.",
-                param="messages",
-                code="context_length_exceeded",
-            )
+        budget = output_budget(max(p.n_tokens for p in prompts), request, self.context_length,
+                               strict=self.strict_max_tokens)
         if request.n > self.slots:
             raise InvalidRequest(f"n is {request.n}; at most {self.slots}.", param="n")
         check_schemas(request)
         self.requests.append(request)
-        script = self.scripts.popleft() if self.scripts else self._default_script(request, prompts)
+        script = (self.scripts.popleft() if self.scripts
+                  else self._default_script(request, prompts, budget))
         generation = FakeGeneration(script, prompts, self._parser_factory(request))
         self.generations.append(generation)
         return generation
@@ -233,12 +230,13 @@ class FakeEngine:
                                           tool_names=names, freeform=freeform)
 
     def _default_script(
-        self, request: GenerationRequest, prompts: tuple[PromptInfo, ...]
+        self, request: GenerationRequest, prompts: tuple[PromptInfo, ...], limit: int
     ) -> list[ScriptItem]:
+        """The default reply word by word, ending with `length` where `limit` (the
+        request's max_tokens, or the room left in the context) runs out."""
         reply, matched = _stopped(self.default_reply, request.stop)
         words = reply.split(" ")
         pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
-        limit = request.max_tokens if request.max_tokens is not None else len(pieces)
         script: list[ScriptItem] = []
         choices = len(prompts) * request.n
         for index in range(choices):

@@ -169,11 +169,7 @@ class _Calls:
                 self.rules += self._freeform(i, tool, syntax, literal)
                 continue
             calls.append(f"call_{i}")
-            call = {"type": "object",
-                    "properties": {"name": {"const": tool.name},
-                                   syntax.args_key: tool.parameters},
-                    "required": ["name", syntax.args_key]}
-            self.rules.append(f"call_{i}: {_json_rule(call)}")
+            self.rules.append(f"call_{i}: {_json_call(tool, syntax)}")
         self.json = bool(calls)
         self.free = bool(freeform)
         if calls:
@@ -197,6 +193,15 @@ class _Calls:
         # Lexemes are as long as they can be: the text stops at the first close marker.
         ending = _regex_literal(syntax.item_close)
         return [f'call_{i}: {header} "\\n" input_{i}', f"input_{i}[lazy]: /(?s:.*){ending}/"]
+
+
+def _json_call(tool: ToolSpec, syntax: ToolSyntax) -> str:
+    """`{"name": …, "<arguments key>": …}` in the fixed JSON layout, the arguments a
+    `%json` of their own: the tool's schema stays the root of its document, so its
+    `$ref`s (`#/$defs/…`, `#/definitions/…`, `#` itself) point where the client meant
+    rather than into a wrapper around it."""
+    opening = f'{{"name": {json.dumps(tool.name, ensure_ascii=False)}, "{syntax.args_key}": '
+    return f"{quoted(opening)} {_json_rule(tool.parameters)} {quoted('}')}"
 
 
 def _regex_literal(text: str) -> str:

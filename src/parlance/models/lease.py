@@ -9,6 +9,7 @@ Built only on `ServedModels`' public methods.
 
 from __future__ import annotations
 
+from time import perf_counter
 from types import TracebackType
 
 from parlance.models.served import LoadOptions, Progress, ServedModel, ServedModels
@@ -29,6 +30,7 @@ class ModelLease:
         self.keep_alive = keep_alive  # seconds once idle; None: the server's rule
         self.name = requested or ""  # the id to echo (known once acquired)
         self.load_seconds: float | None = None  # the load this call waited for
+        self.ready_seconds = 0.0  # how long it waited for the model: a load, or a look-up
         self._model: ServedModel | None = None
         self._released = False
 
@@ -48,8 +50,10 @@ class ModelLease:
 
     async def acquire(self, progress: Progress | None = None) -> ServedModel:
         """The model, loaded just in time if need be; the call's keep_alive applies."""
+        asked = perf_counter()
         model, name, seconds = await self.models.acquire(self.requested, progress,
                                                          self.options)
+        self.ready_seconds = perf_counter() - asked
         self.models.keep(model, self.keep_alive)
         self._model, self.name, self.load_seconds = model, name, seconds
         return model

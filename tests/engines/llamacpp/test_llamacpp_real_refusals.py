@@ -12,9 +12,24 @@ from tests.real_engine import N_CTX, TEXT_PROMPT, chat_request, run, text_reques
 pytestmark = pytest.mark.slow
 
 
-async def test_prompt_plus_max_tokens_over_the_context(engine):
-    with pytest.raises(ContextOverflow) as info:
-        await engine.start(chat_request("Hello", max_tokens=N_CTX))
+async def test_max_tokens_beyond_the_context_is_cut_to_the_room_the_prompt_leaves(engine):
+    generation = await engine.start(chat_request("Hello", max_tokens=32000))
+    [group] = generation.job.groups
+    assert group.max_tokens == N_CTX - len(group.tokens)
+    generation.cancel()
+    async for _ in generation:  # the cancelled job still ends its stream
+        pass
+
+
+@pytest.mark.parametrize("where", ["request", "engine"])
+async def test_prompt_plus_max_tokens_over_the_context_when_strict(engine, where):
+    request = chat_request("Hello", max_tokens=N_CTX, strict_max_tokens=where == "request")
+    engine.strict_max_tokens = where == "engine"
+    try:
+        with pytest.raises(ContextOverflow) as info:
+            await engine.start(request)
+    finally:
+        engine.strict_max_tokens = False
     assert info.value.param == "max_tokens"
     assert info.value.code == "context_length_exceeded"
     assert str(N_CTX) in info.value.message
@@ -99,6 +114,6 @@ async def test_a_refusal_leaves_the_engine_working(engine):
     with pytest.raises(InvalidRequest):
         await engine.start(text_request(token_ids=[10**6], max_tokens=4))
     with pytest.raises(ContextOverflow):
-        await engine.start(text_request(TEXT_PROMPT, max_tokens=N_CTX))
+        await engine.start(text_request("word " * N_CTX, max_tokens=8))
     again = await run(engine, text_request(TEXT_PROMPT, max_tokens=8))
     assert again.text == reference.text

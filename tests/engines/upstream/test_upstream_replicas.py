@@ -285,20 +285,28 @@ async def test_context_overflow_is_each_dialects_own_400(engines):
             await close_front(front)
 
 
-async def test_anthropic_max_tokens_ceiling_is_clipped_not_refused(engines):
-    """Anthropic's max_tokens is a ceiling: a replica that refuses it as too large for
-    its context is asked again without it."""
-    engine = FakeEngine(context_length=20)
+@pytest.mark.parametrize(("path", "refusal"), [("/v1/messages", 400),
+                                               ("/v1/chat/completions", 403)])
+async def test_max_tokens_is_a_ceiling_even_when_a_replica_refuses_it(engines, path, refusal):
+    """max_tokens is a ceiling: a replica that refuses it as too large for its context
+    (a strict server, as OpenAI's rule is) is asked again without it; a gateway that
+    is strict itself (--strict-max-tokens) passes the refusal on."""
+    engine = FakeEngine(context_length=20, strict_max_tokens=True)
+    body = {"model": MODEL, "max_tokens": 32000, "messages": [{"role": "user", "content": "Hi"}]}
     with AppServer(make_app(engine)) as server:
         front = await open_front(server.base_url)
         try:
-            response = await front.client.post("/v1/messages", json={
-                "model": MODEL, "max_tokens": 32000,
-                "messages": [{"role": "user", "content": "Hi"}]})
+            response = await front.client.post(path, json=body)
             assert response.status_code == 200, response.text
             assert engine.requests[-1].max_tokens is None
         finally:
             await close_front(front)
+        strict = await open_front(server.base_url, strict_max_tokens=True)
+        try:
+            refused = await strict.client.post(path, json=body)
+            assert refused.status_code == refusal, refused.text
+        finally:
+            await close_front(strict)
 
 
 async def test_an_engine_failure_on_the_replica_ends_the_stream_by_contract(one):

@@ -266,7 +266,31 @@ def conversation(req: MessagesRequest) -> tuple[Message, ...]:
             messages.extend(_assistant_messages(blocks, where))
         else:
             messages.extend(_user_messages(m.role, blocks, where))
+    _check_tool_results(req.messages)
     return tuple(_merged(messages))
+
+
+def _check_tool_results(messages: list[MessageIn]) -> None:
+    """Each `tool_result` answers a `tool_use` of the assistant turn just before it
+    (consecutive messages of one role being one turn), as Anthropic requires."""
+    held: set[str] = set()
+    previous = None
+    for i, m in enumerate(messages):
+        blocks = [] if isinstance(m.content, str) else m.content
+        if m.role == "assistant":
+            if previous != "assistant":
+                held = set()
+            held.update(b.id for b in blocks if b.type == "tool_use" and b.id)
+        else:
+            for j, block in enumerate(blocks):
+                if block.type == "tool_result" and block.tool_use_id not in held:
+                    at = f"messages[{i}].content[{j}]"
+                    raise InvalidRequest(
+                        f"{at}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                        f"{block.tool_use_id}. Each `tool_result` block must have a "
+                        "corresponding `tool_use` block in the previous message.",
+                        param=f"{at}.tool_use_id")
+        previous = m.role
 
 
 def tools(req: MessagesRequest) -> tuple[ToolSpec, ...]:
@@ -381,7 +405,6 @@ def generation_request(req: MessagesRequest, *, counting: bool = False) -> Gener
         sampling=params,
         sampling_set=chosen,
         max_tokens=req.max_tokens,
-        clip_to_context=True,
         continue_final=req.messages[-1].role == "assistant",  # a prefilled answer
         stop=tuple(s for s in req.stop_sequences or () if s),
         tools=specs,

@@ -56,7 +56,6 @@ def _common(req: CommonRequest, prompt: PromptInput, **fields: Any) -> Generatio
         sampling=sampling,
         sampling_set=chosen,
         max_tokens=opts.max_tokens(),
-        clip_to_context=True,  # num_predict is a ceiling: a full context ends the answer
         stop=tuple(s for s in opts.stop or () if s),
         logprobs=req.top_logprobs if req.logprobs else None,
         response_format=request.response_format(req.format),
@@ -86,10 +85,10 @@ class _Ollama:
             return result.load_answer(served.model, self.generate, call.keep_alive == 0)
         if self.generate:
             return result.generate_answer(
-                served.model, completion, load_seconds=served.load_seconds,
+                served.model, completion, ready_seconds=served.ready_seconds,
                 received_ns=call.received_ns, with_logprobs=call.logprobs,
                 context=_context(call, served, completion))
-        return result.chat_answer(served.model, completion, load_seconds=served.load_seconds,
+        return result.chat_answer(served.model, completion, ready_seconds=served.ready_seconds,
                                   received_ns=call.received_ns, with_logprobs=call.logprobs)
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:
@@ -100,7 +99,7 @@ class _Ollama:
         fields: dict[str, Any] = {}
         if self.generate and (context := _context(call, served, completion)):
             fields["context"] = context
-        return fields | result.metrics(completion.usage, served.load_seconds,
+        return fields | result.metrics(completion.usage, served.ready_seconds,
                                        call.received_ns)
 
 

@@ -6,8 +6,9 @@ Fields come in the order of Ollama's Go structs, and empty ones are left out as 
 `omitempty` leaves them out (metrics that are zero, empty `thinking`, no calls).
 Durations are nanoseconds: `prompt_eval_duration` from the request's admission to its
 first token, `eval_duration` from the first token to the last, `load_duration` the
-model load this request waited for (none: it was loaded already), `total_duration`
-from the parsed request to the answer.
+time this request waited for its model to be ready (a load, or a few microseconds to
+find it loaded: sent even then, as Ollama always sends it), `total_duration` from the
+parsed request to the answer.
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ def _ns(seconds: float | None) -> int:
     return round(seconds * 1e9) if seconds else 0
 
 
-def metrics(usage: Usage | None, load_seconds: float | None, received_ns: int) -> dict[str, int]:
-    """The final line's metrics; zero ones are omitted, as Go omits them."""
+def metrics(usage: Usage | None, ready_seconds: float, received_ns: int) -> dict[str, int]:
+    """The final line's metrics; zero ones are omitted, as Go omits them (a wait for
+    the model always took some time)."""
     usage = usage or Usage(0, 0)
     values = {
         "total_duration": max(0, clock_ns() - received_ns),
-        "load_duration": _ns(load_seconds),
+        "load_duration": max(1, _ns(ready_seconds)),
         "prompt_eval_count": usage.prompt_tokens,
         "prompt_eval_duration": _ns(usage.first_token_seconds),
         "eval_count": usage.completion_tokens,
@@ -102,7 +104,7 @@ def assistant_message(content: str, thinking: str = "",
     return message
 
 
-def chat_answer(model: str, completion: Completion, *, load_seconds: float | None,
+def chat_answer(model: str, completion: Completion, *, ready_seconds: float,
                 received_ns: int, with_logprobs: bool) -> dict[str, Any]:
     """The whole `/api/chat` answer of a `stream: false` call."""
     choice = completion.choices.get(0) or ChoiceResult(0)
@@ -113,10 +115,10 @@ def chat_answer(model: str, completion: Completion, *, load_seconds: float | Non
         "done": True, "done_reason": done_reason(choice)}
     if with_logprobs and choice.logprobs:
         body["logprobs"] = logprobs(choice.logprobs)
-    return {**body, **metrics(completion.usage, load_seconds, received_ns)}
+    return {**body, **metrics(completion.usage, ready_seconds, received_ns)}
 
 
-def generate_answer(model: str, completion: Completion, *, load_seconds: float | None,
+def generate_answer(model: str, completion: Completion, *, ready_seconds: float,
                     received_ns: int, with_logprobs: bool,
                     context: list[int] | None) -> dict[str, Any]:
     """The whole `/api/generate` answer of a `stream: false` call."""
@@ -128,7 +130,7 @@ def generate_answer(model: str, completion: Completion, *, load_seconds: float |
     body |= {"done": True, "done_reason": done_reason(choice)}
     if context:
         body["context"] = context
-    body |= metrics(completion.usage, load_seconds, received_ns)
+    body |= metrics(completion.usage, ready_seconds, received_ns)
     if with_logprobs and choice.logprobs:
         body["logprobs"] = logprobs(choice.logprobs)
     return body

@@ -26,7 +26,7 @@ from parlance.core.events import (
     ToolCallArgs,
     ToolCallStart,
 )
-from parlance.core.messages import Message, ToolCall
+from parlance.core.messages import Message, ToolCall, unanswered_result
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.core.tools import ReasoningRequest
 from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
@@ -143,6 +143,19 @@ def _message(m: MessageIn, i: int) -> Message:
     return Message(m.role, _text_of(m.content, f"messages[{i}]"), m.name, calls, m.tool_call_id)
 
 
+def _conversation(wire: list[MessageIn]) -> tuple[Message, ...]:
+    """The messages; a tool message answering no call of an earlier assistant message
+    is refused, as OpenAI refuses it."""
+    messages = tuple(_message(m, i) for i, m in enumerate(wire))
+    unanswered = unanswered_result(messages)
+    if unanswered is not None:
+        i, call_id = unanswered
+        raise InvalidRequest(f"Invalid parameter: 'tool_call_id' of '{call_id}' not found in "
+                             "'tool_calls' of an earlier assistant message.",
+                             param=f"messages[{i}].tool_call_id")
+    return messages
+
+
 @dataclass(frozen=True, slots=True)
 class ChatCall(Call):
     id: str
@@ -252,7 +265,7 @@ class OpenAIChat:
                                         "tools[{i}].function")
         request = GenerationRequest(
             model=req.model or "",
-            prompts=(ChatInput(tuple(_message(m, i) for i, m in enumerate(req.messages))),),
+            prompts=(ChatInput(_conversation(req.messages)),),
             sampling=req.sampling(),
             sampling_set=req.sampling_set(),
             max_tokens=req.max_completion_tokens or req.max_tokens,

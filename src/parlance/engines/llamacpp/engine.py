@@ -24,6 +24,7 @@ from parlance.core.request import (
     SamplingParams,
     TextInput,
 )
+from parlance.engines.budget import context_overflow, output_budget
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
 from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob
@@ -52,10 +53,12 @@ T = TypeVar("T")
 class LlamaCppEngine:
     def __init__(self, model: LlamaModel, template: ChatTemplate, *,
                  max_waiting: int = DEFAULT_MAX_WAITING,
-                 prompt_cache: CacheSettings = NO_PROMPT_CACHE) -> None:
+                 prompt_cache: CacheSettings = NO_PROMPT_CACHE,
+                 strict_max_tokens: bool = False) -> None:
         self.model = model
         self.template = template
         self.context_length = model.n_ctx
+        self.strict_max_tokens = strict_max_tokens  # see engines/budget.py
         self.slots = model.settings.parallel
         metrics = EngineMetrics(slots_total=self.slots)
         self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting,
@@ -82,6 +85,7 @@ class LlamaCppEngine:
         max_waiting: int = DEFAULT_MAX_WAITING,
         rpc: RpcServers | None = None,
         prompt_cache: CacheSettings = NO_PROMPT_CACHE,
+        strict_max_tokens: bool = False,
     ) -> LlamaCppEngine:
         model = LlamaModel(path, settings, on_progress, rpc)
         template = ChatTemplate(
@@ -89,7 +93,8 @@ class LlamaCppEngine:
             bos_token=model.special_text(model.bos),
             eos_token=model.special_text(model.eos),
         )
-        return cls(model, template, max_waiting=max_waiting, prompt_cache=prompt_cache)
+        return cls(model, template, max_waiting=max_waiting, prompt_cache=prompt_cache,
+                   strict_max_tokens=strict_max_tokens)
 
     async def start(self, request: GenerationRequest) -> LlamaGeneration:
         self._check_logit_bias(request)
@@ -193,7 +198,8 @@ class LlamaCppEngine:
         token_lists = [self._tokens(p, t, request) for p, t in zip(request.prompts, texts,
                                                                     strict=True)]
         plan = self._plan(request, next((t for t in texts if t is not None), None))
-        budgets = [self._budget(tokens, request) for tokens in token_lists]
+        budgets = [output_budget(len(tokens), request, self.context_length,
+                                 strict=self.strict_max_tokens) for tokens in token_lists]
         prompts = tuple(PromptInfo(self._text(t), len(t), tuple(t)) for t in token_lists)
         return token_lists, budgets, prompts, plan
 
@@ -273,7 +279,7 @@ class LlamaCppEngine:
         if bounded:
             texts = (prompt.text, prompt.suffix) if isinstance(prompt, TextInput) else ()
             for text in (chat_text, *texts):
-                self._check_length(text, request)
+                self._check_length(text)
         if isinstance(prompt, ChatInput):
             text = (chat_text if chat_text is not None
                     else render_chat(self.template, request, prompt.messages))
@@ -312,36 +318,14 @@ class LlamaCppEngine:
                 + [suf] + tokenize(prompt.suffix or "", add_special=False, parse_special=False)
                 + [mid])
 
-    def _check_length(self, text: str | None, request: GenerationRequest) -> None:
+    def _check_length(self, text: str | None) -> None:
         """Refuse a text that has more tokens than the context holds, whatever they are:
         tokenizing it would take seconds of CPU per megabyte, to be refused anyway."""
         if text is None or len(text) <= self.context_length * MIN_LONGEST_PIECE:
             return  # it may fit: no token stands for fewer bytes than that
         fewest = self.model.fewest_tokens(len(text))  # (characters: at most its bytes)
-        if fewest > self.context_length:
-            raise self._overflow(fewest, request, at_least=True)
-
-    def _budget(self, tokens: list[int], request: GenerationRequest) -> int:
-        n_ctx = self.context_length
-        wanted = request.max_tokens
-        if request.clip_to_context and wanted is not None and len(tokens) < n_ctx:
-            return min(wanted, n_ctx - len(tokens))
-        if len(tokens) + (wanted if wanted is not None else 1) > n_ctx:
-            raise self._overflow(len(tokens), request)
-        return wanted if wanted is not None else n_ctx - len(tokens)
-
-    def _overflow(self, prompt_tokens: int, request: GenerationRequest, *,
-                  at_least: bool = False) -> ContextOverflow:
-        wanted = None if request.clip_to_context else request.max_tokens
-        needed = prompt_tokens + (wanted if wanted is not None else 1)
-        detail = f" + {wanted} max tokens" if wanted is not None else ""
-        some = "at least " if at_least else ""
-        return ContextOverflow(
-            f"This model's maximum context length is {self.context_length} tokens, but the "
-            f"request needs {some}{needed} ({some}{prompt_tokens} prompt tokens{detail}).",
-            param="max_tokens" if wanted is not None else "messages",
-            code="context_length_exceeded",
-        )
+        if fewest >= self.context_length:  # no room left for a token
+            raise context_overflow(self.context_length, fewest, at_least=True)
 
     def _check_logit_bias(self, request: GenerationRequest) -> None:
         for token, _ in request.sampling.logit_bias:

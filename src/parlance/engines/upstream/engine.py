@@ -39,7 +39,8 @@ class UpstreamEngine:
     """One model of the fleet behind the engine seam: its replicas (`pool`), what they
     said about themselves, and the generations running on them."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, strict_max_tokens: bool = False) -> None:
+        self.strict_max_tokens = strict_max_tokens  # see clips()
         self.pool = pool
         self.model = pool.model
         self.metrics = EngineMetrics()
@@ -68,11 +69,19 @@ class UpstreamEngine:
         subs = sub_requests(request, self.model)
         keys = {p: prefix_keys(request, prompt) for p, prompt in enumerate(request.prompts)}
         started = time.perf_counter()
-        opened = await self._opener.open_all(subs, keys, clip=request.clip_to_context)
-        generation = UpstreamGeneration(self._opener, self._running, request, opened, keys,
+        clip = self.clips(request)
+        opened = await self._opener.open_all(subs, keys, clip=clip)
+        generation = UpstreamGeneration(self._opener, self._running, request, opened, keys, clip,
                                         started)
         self._running.add(generation)
         return generation
+
+    def clips(self, request: GenerationRequest) -> bool:
+        """max_tokens is a ceiling (engines/budget.py): a replica that finds the prompt
+        and max_tokens together too long for its context is asked again without
+        max_tokens, and stops where its context ends; unless the server or the request
+        is strict, when its refusal is passed on."""
+        return not (self.strict_max_tokens or request.strict_max_tokens)
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """The prompt tokens the upstream evaluates for the first prompt: by its own
@@ -88,8 +97,7 @@ class UpstreamEngine:
                 replica.release()
             if counted is not None:
                 return counted
-        counting = replace(request, n=1, logprobs=None, echo=False, max_tokens=1,
-                           clip_to_context=False)
+        counting = replace(request, n=1, logprobs=None, echo=False, max_tokens=1)
         path, body = request_body(counting, prompt, self.model)
         sub = SubRequest(path, body, 0, 0, True)
         opened = await self._opener.open(sub, prefix_keys(request, prompt))

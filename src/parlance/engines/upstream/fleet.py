@@ -32,6 +32,7 @@ log = logging.getLogger("parlance.upstream")
 class FleetSettings:
     health_interval: float = 5.0  # seconds between health checks (and model discovery)
     startup_wait: float = 10.0  # how long the server waits for the first discovery
+    strict_max_tokens: bool = False  # refuse max_tokens beyond the context (engines/budget.py)
     client: ClientSettings = ClientSettings()
 
 
@@ -59,7 +60,8 @@ class Fleet:
             return None
         engine = self._engines.get(model)
         if engine is None:
-            engine = UpstreamEngine(Pool(model, lambda: self.replicas, self._affinity))
+            engine = UpstreamEngine(Pool(model, lambda: self.replicas, self._affinity),
+                                    strict_max_tokens=self.settings.strict_max_tokens)
             self._engines[model] = engine
         return engine
 

@@ -83,10 +83,13 @@ class UpstreamGeneration:
     `running` when it settles (finished, cancelled or read to its end)."""
 
     def __init__(self, opener: Opener, running: Running, request: GenerationRequest,
-                 opened: list[Opened], keys: dict[int, tuple[int, ...]],
+                 opened: list[Opened], keys: dict[int, tuple[int, ...]], clip: bool,
                  started: float) -> None:
+        """`clip`: a replica's context overflow is answered by asking again without
+        max_tokens (`UpstreamEngine.clips`)."""
         self.prompts = prompt_infos(request)
         self._opener = opener
+        self._clip = clip
         self._running = running
         self._metrics = running.metrics
         self._request = request
@@ -248,7 +251,7 @@ class UpstreamGeneration:
                     try:
                         opened = await self._opener.open(
                             opened.sub, self._keys[opened.sub.prompt],
-                            clip=self._request.clip_to_context, tried=opened.tried)
+                            clip=self._clip, tried=opened.tried)
                     except ParlanceError as error:
                         self._deliver([Failed(error)], generated=False)
                         return

@@ -131,7 +131,8 @@ class GenerationHandler:
                 lease.release()
             raise
         supervisor.record.model = lease.name
-        served = Served(lease.name, generation.prompts, lease.load_seconds)
+        served = Served(lease.name, generation.prompts, lease.load_seconds,
+                        lease.ready_seconds)
         return Started(call, served, generation, supervisor, lease, toolbox, conversations)
 
     async def _start_on(self, call: Call, model: ServedModel, *,

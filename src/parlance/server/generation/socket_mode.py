@@ -6,7 +6,9 @@ message asks for one call, served in order of arrival by the endpoint's one gene
 handler: `start` (a refusal becomes an error message carrying its HTTP status, and the
 connection stays open), then `frames`, each sent as one message. The connection
 remembers its latest responses, stored or not, so a call can continue one with
-`previous_response_id` even under `store: false`. A client that leaves cancels the
+`previous_response_id` even under `store: false`; a continuation refused as invalid
+makes it forget the response that call continued, as OpenAI's WebSocket mode evicts
+it (from then on only the store has it). A client that leaves cancels the
 running call at once: its frame stream is closed, which cancels the generation and
 stores the outcome as cancelled.
 """
@@ -20,7 +22,13 @@ from typing import Any
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from parlance.core.errors import Overloaded, ParlanceError, PayloadTooLarge, ServerShuttingDown
+from parlance.core.errors import (
+    InvalidRequest,
+    Overloaded,
+    ParlanceError,
+    PayloadTooLarge,
+    ServerShuttingDown,
+)
 from parlance.core.stored import StoredResponse
 from parlance.dialects.base import Call, Frame, Served, SocketMode, Stateful, outcome
 from parlance.server.body.reader import parse_json
@@ -58,6 +66,12 @@ class ConnectionConversations(Conversations):
         while len(self._recent) > self._keep:
             self._recent.popitem(last=False)
         super().keep(call, response, pending=pending)
+
+    def failed(self, call: Call) -> None:
+        """`call` was refused: the response it continued is no longer this connection's."""
+        previous_id = self.dialect.previous_id(call)
+        if previous_id is not None:
+            self._recent.pop(previous_id, None)
 
 
 class Inbox:
@@ -132,6 +146,7 @@ class SocketEndpoint:
         frames: AsyncGenerator[Frame, None]
         record = AccessRecord(new_request_id())
         status = CLIENT_CLOSED
+        call: Call | None = None
         try:
             drain = getattr(websocket.app.state, "drain", None)
             if drain is not None and drain.draining:
@@ -152,6 +167,8 @@ class SocketEndpoint:
                 started = await handler.start(call, supervisor, conversations)
                 call, frames = started.call, handler.frames(started)
         except ParlanceError as exc:
+            if call is not None and isinstance(exc, InvalidRequest):
+                conversations.failed(call)
             write(record, websocket.scope, handler.dialect.render_error(exc).status)
             await self._send(websocket, self.dialect.socket_error(exc))
             return

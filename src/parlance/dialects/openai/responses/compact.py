@@ -99,7 +99,7 @@ class ResponsesCompaction:
         messages.append(Message("user", SUMMARISE))
         return GenerationRequest(model=body.model, prompts=(ChatInput(tuple(messages)),),
                                  sampling=SamplingParams(temperature=0.0),
-                                 max_tokens=SUMMARY_MAX_TOKENS)
+                                 max_tokens=SUMMARY_MAX_TOKENS, strict_max_tokens=True)
 
     # -- state: the stored chain it summarises; a compaction itself is not stored ----
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from parlance.core.errors import InvalidRequest
-from parlance.core.messages import Message, ToolCall
+from parlance.core.messages import Message, ToolCall, unanswered_result
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.core.stored import StoredResponse
 from parlance.core.tools import ReasoningRequest, ResponseFormat, ToolChoice, ToolSpec
@@ -118,6 +118,8 @@ def generation_request(body: ResponsesRequest, context: list[dict[str, Any]],
     tools = toolset(body.tools or [], context).specs
     servers = mcp.tool_servers(body.tools or [])
     messages = messages_of(context, sealer)
+    if whole:
+        _refuse_unanswered_outputs(messages, context)
     if body.instructions:
         messages.insert(0, Message("system", body.instructions))
     logprobs = None
@@ -141,6 +143,19 @@ def generation_request(body: ResponsesRequest, context: list[dict[str, Any]],
         tool_servers=servers,
         approved_calls=mcp.approved_calls(context, servers) if whole else (),
     )
+
+
+def _refuse_unanswered_outputs(messages: list[Message], context: list[dict[str, Any]]) -> None:
+    """A call's output item whose call_id no earlier call has (in the input or the
+    stored chain) is refused, in OpenAI's words."""
+    unanswered = unanswered_result(messages)
+    if unanswered is None:
+        return
+    call_id = unanswered[1]
+    kind = next((str(item.get("type")) for item in context if item.get("call_id") == call_id
+                 and str(item.get("type")).endswith("_output")), "function_call_output")
+    raise InvalidRequest(f"No tool call found for {kind.replace('_', ' ')} with call_id "
+                         f"{call_id}.", param="input")
 
 
 def conversation(previous: StoredResponse) -> list[dict[str, Any]]:
