@@ -334,3 +334,50 @@ def test_malformed_bodies_never_get_a_5xx(route: PostRoute) -> None:
         asyncio.run(exchange(route.path, body, route.method))
 
     check()
+
+
+# -- hostile cursors ------------------------------------------------------------------
+
+cursors = (st.integers() | st.integers(-70, 70).map(str) | st.text(max_size=12)
+           | st.sampled_from(["", "-0", "+3", "0x1", "1e3", "1.0", " 2", "٣", "9" * 400]))
+
+
+async def replayed_from(cursor: Any) -> None:
+    """A stored response's stream and a finished background response's, from `cursor`:
+    a refusal in the OpenAI envelope, or the events after it in order, then [DONE]."""
+    app = make_app(FakeEngine())
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test",
+                                 timeout=30) as client:
+        body = {"model": "fake-model", "input": "Hi", "max_output_tokens": 4}
+        stored = (await client.post("/v1/responses", json=body)).json()
+        background = (await client.post("/v1/responses",
+                                        json={**body, "background": True})).json()
+        for _ in range(3000):
+            if (await client.get(f"/v1/responses/{background['id']}")).json()[
+                    "status"] == "completed":
+                break
+            await asyncio.sleep(0.01)
+        for response_id in (stored["id"], background["id"]):
+            path = f"/v1/responses/{response_id}"
+            response = await client.get(path, params={"stream": "true",
+                                                      "starting_after": str(cursor)})
+            where = f"{path} starting_after={cursor!r}"
+            assert response.status_code < 500, f"{where} -> {response.status_code}"
+            if response.status_code >= 400:
+                assert checked_error(path, response)["param"] == "starting_after", where
+                continue
+            frames = sse_data(response.text)
+            assert frames[-1] == "[DONE]", where
+            numbers = [frame["sequence_number"] for frame in frames[:-1]]
+            assert numbers == list(range(int(cursor) + 1, int(cursor) + 1 + len(numbers)))
+
+
+def test_hostile_cursors_never_replay_out_of_order_nor_get_a_5xx() -> None:
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(cursor=cursors)
+    def check(cursor: Any) -> None:
+        asyncio.run(replayed_from(cursor))
+
+    check()

@@ -15,7 +15,7 @@ from parlance.dialects.openai_responses import OpenAIResponses, replay
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
 from parlance.server.endpoints.answering import answering
-from parlance.server.generation.background import BackgroundRuns
+from parlance.server.generation.background import BackgroundRuns, check_cursor
 from parlance.server.generation.conversations import Memory
 from parlance.server.generation.handler import prompt_tokens
 from parlance.server.generation.streaming import EventStreamResponse
@@ -63,7 +63,10 @@ class StoredResponses:
             return EventStreamResponse(run.follow(after), framing=self.dialect.framing,
                                        keepalive_seconds=self.settings.keepalive_seconds,
                                        on_close=lambda: None)
-        return EventStreamResponse(replay(stored.response, after), framing=self.dialect.framing,
+        frames = replay(stored.response, None)
+        if after is not None:  # a frame's sequence number is its place; [DONE] is last
+            frames = frames[check_cursor(after, len(frames) - 1) + 1:]
+        return EventStreamResponse(frames, framing=self.dialect.framing,
                                    keepalive_seconds=0, on_close=lambda: None)
 
     async def _delete(self, request: Request) -> Response:
