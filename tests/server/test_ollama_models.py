@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -166,6 +167,31 @@ async def test_show_capabilities_and_license_of_another_model(tmp_path):
     assert shown.license == "apache-2.0" and shown.details.quantization_level == "Q8_0"
     assert shown.modelinfo["tokenizer.ggml.tokens"] == []  # 300 items: longer than 5
     assert (await client.show("acme/embed")).capabilities == ["embedding"]
+
+
+async def test_a_planted_gguf_leaves_every_listing_up(tmp_path):
+    """A file whose one value nests arrays 5000 deep (60 KB, past a download's check of
+    the magic bytes) is listed without its details, in Ollama's and LM Studio's lists."""
+    planted = tmp_path / "models" / "evil" / "deep.gguf"
+    planted.parent.mkdir(parents=True)
+    nesting = struct.pack("<I", ARR) + struct.pack("<IQ", ARR, 1) * 4999 + struct.pack(
+        "<IQ", U32, 0)
+    planted.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k"
+                        + nesting)
+    _, app = make(tmp_path)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://parlance.test") as http:
+        for _ in range(2):  # and again: nothing was left broken
+            tags = await http.get("/api/tags")
+            assert tags.status_code == 200, tags.text
+            names = [m["model"] for m in tags.json()["models"]]
+            assert "evil/deep:latest" in names
+            shown = await http.post("/api/show", json={"model": "evil/deep", "verbose": True})
+            assert shown.status_code == 200, shown.text
+            assert shown.json()["model_info"] == {}
+            listed = await http.get("/api/v1/models")
+            assert listed.status_code == 200, listed.text
+            assert "evil/deep" in [m["key"] for m in listed.json()["models"]]
 
 
 async def test_errors_use_ollamas_envelope_and_statuses(client, raw):
