@@ -11,8 +11,8 @@ import anyio.to_thread
 from starlette.requests import Request
 
 from parlance.core.errors import PayloadTooLarge
-from parlance.server.body.gc_pause import collector_paused
 from parlance.server.body import strict_json
+from parlance.server.body.gc_pause import collector_paused
 
 T = TypeVar("T")
 
