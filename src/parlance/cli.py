@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream-health-interval", dest="upstream_health_interval",
                        type=float, help="seconds between health checks (and model "
                        "discovery) of the upstream servers")
+    serve.add_argument("--upstream-max-event-mb", dest="upstream_max_event_mb", type=int,
+                       help="largest event of an upstream stream, in MiB; a server that "
+                            "sends a larger one has that stream ended with an error "
+                            "(default: 8)")
     serve.add_argument("--rpc", action="append", metavar="HOST:PORT",
                        help="a llama.cpp rpc-server to hold the models' layers (repeatable: "
                             "they are split by the servers' free memory; to use this machine "
@@ -218,11 +222,12 @@ def _upstreams(config: ServeConfig):
     entries += [(e.url, e.api_key, e.models, e.weight) for e in config.upstreams]
     if not entries:
         return None
-    from parlance.engines.upstream import Fleet, FleetSettings, ReplicaConfig
+    from parlance.engines.upstream import ClientSettings, Fleet, FleetSettings, ReplicaConfig
     from parlance.models.upstream import UpstreamModels
 
+    client = ClientSettings(max_event_bytes=config.upstream_max_event_mb * 2**20)
     fleet = Fleet([ReplicaConfig(*entry) for entry in entries],
-                  FleetSettings(health_interval=config.upstream_health_interval))
+                  FleetSettings(health_interval=config.upstream_health_interval, client=client))
     for replica in fleet.replicas:
         models = ", ".join(sorted(replica.models)) or "the models it lists"
         console.print(f"Upstream {replica.label} (weight {replica.weight:g}): {models}")

@@ -100,6 +100,7 @@ class ServeConfig:
     upstream: tuple[str, ...] = ()  # URLs of OpenAI-compatible servers whose models we serve
     upstream_api_key: str = ""  # the key sent to the --upstream servers
     upstream_health_interval: float = 5.0  # seconds between health checks of upstreams
+    upstream_max_event_mb: int = 8  # one event of an upstream stream; larger ends it
     # The file's [[upstreams]] tables (url, api_key, models, weight); not a flag
     upstreams: tuple[UpstreamEntry, ...] = ()
     # Whether a local model is loaded at start: yes unless upstreams are configured

@@ -159,7 +159,7 @@ class UpstreamEngine:
         opened = await self._open(sub, prefix_keys(request, prompt))
         mapper = ChoiceMapper(0)
         try:
-            splitter = SseSplitter()
+            splitter = SseSplitter(opened.replica.max_event_bytes)
             raw = await opened.response.aread()
             for chunk in payloads(splitter.feed(raw) + splitter.end()):
                 if chunk is not DONE:
@@ -480,7 +480,7 @@ class UpstreamGeneration:
 
         while True:
             replica = opened.replica
-            splitter = SseSplitter()  # one per attempt (`feed` reads this one)
+            splitter = SseSplitter(replica.max_event_bytes)  # one per attempt (`feed` reads it)
             done = False
             try:
                 await opened.response.stream(feed)
