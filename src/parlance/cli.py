@@ -79,6 +79,15 @@ def _parser() -> argparse.ArgumentParser:
                             "and where downloads go (default: models in the data dir)")
     serve.add_argument("--download-allow-host", dest="download_allow_host", action="append",
                        help="a private or loopback host model downloads may reach (repeatable)")
+    serve.add_argument("--download-max-jobs", dest="download_max_jobs", type=int,
+                       help="model downloads running at once; one more is refused until one "
+                            "has finished (default: 4)")
+    serve.add_argument("--download-timeout", dest="download_timeout", type=float,
+                       help="seconds one model download may take; a slower one fails and "
+                            "resumes when asked for again (default: 21600)")
+    serve.add_argument("--download-min-free-mb", dest="download_min_free_mb", type=int,
+                       help="free disk, in MiB, that model downloads always leave; a file "
+                            "that does not fit is refused or stopped (default: 1024)")
     serve.add_argument("--jit-ttl", dest="jit_ttl", type=float,
                        help="seconds a model loaded on first use may stay idle (0: forever)")
     serve.add_argument("--memory-budget-mb", dest="memory_budget_mb", type=int,
@@ -261,6 +270,7 @@ def serve(config: ServeConfig, registry: dict) -> int:
 
 def server_settings(config: ServeConfig):
     """The app's settings; the Host check follows the address it listens on (--host)."""
+    from parlance.models.downloads import DownloadLimits
     from parlance.server import ServerSettings
 
     return ServerSettings(
@@ -274,6 +284,9 @@ def server_settings(config: ServeConfig):
         models_dir=Path(config.models_dir),
         max_body_bytes=config.max_body_mb * 2**20,
         download_allow_hosts=config.download_allow_host,
+        download_limits=DownloadLimits(max_jobs=config.download_max_jobs,
+                                       timeout=config.download_timeout,
+                                       min_free_bytes=config.download_min_free_mb * 2**20),
         allowed_origins=config.allowed_origin,
         allowed_hosts=config.allowed_host,
         bind_host=config.host,

@@ -92,6 +92,9 @@ class ServeConfig:
     mcp_max_rounds: int = 8
     models_dir: str = ""  # GGUF files to serve on demand; empty: <data dir>/models
     download_allow_host: tuple[str, ...] = ()  # private hosts model downloads may reach
+    download_max_jobs: int = 4  # downloads running at once; one more is refused
+    download_timeout: float = 21600.0  # seconds one download may take (resumed when asked again)
+    download_min_free_mb: int = 1024  # free disk downloads always leave
     jit_ttl: float = 3600.0  # seconds a model loaded on demand may stay idle; 0: forever
     memory_budget_mb: int = 0  # loaded models' estimated memory; 0: no limit
     max_body_mb: int = DEFAULT_MAX_BODY_MB  # larger request bodies are refused (413)

@@ -37,7 +37,7 @@ from parlance.models.load_plan import (
     usable_memory,
 )
 from parlance.models.memory_estimate import available_memory
-from parlance.models.registry import ModelSpec, name_variants, named
+from parlance.models.registry import ModelSpec, name_problem, name_variants, named
 
 __all__ = ["LoadDefaults", "LoadOptions", "LoadPlan", "Loader", "ServedModel", "ServedModels",
            "file_size"]
@@ -61,6 +61,7 @@ class Upstreams(Protocol):
 
 
 _BUSY_RECHECK = 0.1  # seconds between looks at a model whose time is up while it is busy
+MAX_COPIES = 1000  # names given at run time (each copy rewrites the whole kept list)
 _CHOSEN_NOTHING = LoadOptions()
 _SERVER_DEFAULTS = LoadDefaults()
 
@@ -193,9 +194,9 @@ class ServedModels:
         name that is already a copy is pointed anew; one that names a model otherwise
         is refused, so a copy never hides a configured name."""
         spec = self.spec(source)
-        if not destination or destination != destination.strip():
-            raise InvalidRequest(f'destination "{destination}" is invalid',
-                                 param="destination")
+        problem = name_problem(destination)
+        if problem is not None:
+            raise InvalidRequest(f"destination is invalid: {problem}", param="destination")
         variants = name_variants(destination)
         owner = next((s for s in self.available() if any(v in s.names() for v in variants)),
                      None)
@@ -205,6 +206,10 @@ class ServedModels:
         for variant in variants:
             self._copies.pop(variant, None)
         if owner is None:  # (a configured name of the model itself needs no copy)
+            if len(self._copies) >= MAX_COPIES:
+                raise InvalidRequest(f"This server keeps at most {MAX_COPIES} copied names; "
+                                     "delete some first (DELETE /api/delete).",
+                                     param="destination")
             self._copies[destination] = spec.id
         return spec
 

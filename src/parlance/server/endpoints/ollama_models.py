@@ -6,8 +6,9 @@ use Ollama's envelope (`{"error": …}`, `model 'x' not found` with 404).
   by the download manager LM Studio's download endpoint uses (single flight, resumable,
   address-guarded), its progress streamed as Ollama's NDJSON lines; a name this server
   already serves is there already (`success`). Any other name would need Ollama's
-  registry, which Parlance does not reach: a 400 that says what to pull instead. A
-  download goes on when its client leaves; pulling it again follows the same job.
+  registry, which Parlance does not reach: a 400 that says what to pull instead. As in
+  Ollama, a download stops (its `.part` kept) once every pull following it has left;
+  pulling it again resumes it, or follows the same job while it runs.
 - delete: a name made by copy is forgotten; a model file inside the models directory
   (every shard, a leftover `.part`, emptied directories) is deleted after its model is
   unloaded. Nothing else: configured names, presets, the built-in or wheel models and
@@ -282,7 +283,7 @@ class OllamaModels:
             raise InvalidRequest("This server has no models directory to download into "
                                  "(parlance serve --models-dir).", param="model")
         try:
-            started = await self.downloads.start(name)
+            started = await self.downloads.start(name, followed=True)
         except ValueError as exc:  # not a link to a .gguf file, or a refused address
             raise InvalidRequest(str(exc), param="model") from exc
         file = destination_for(self.downloads.models_dir, name)
@@ -295,6 +296,7 @@ class OllamaModels:
         drain = request.app.state.drain
         stopper = _Stop()
         drain.enrol(stopper)
+        leave = self.downloads.follow(job)
         if not stream:
             try:
                 while not job.ended.is_set() and stopper.reason is None:
@@ -302,13 +304,18 @@ class OllamaModels:
                         await asyncio.wait_for(job.ended.wait(), PROGRESS_EVERY)
             finally:
                 drain.leave(stopper)
+                leave()
             if stopper.reason is not None:
                 raise stopper.reason
             if job.state != "completed":
                 raise _failure(job)
             return self._done_lines(file)[-1]
+        def close() -> None:
+            drain.leave(stopper)
+            leave()
+
         return EventStreamResponse(self._progress(job, file, stopper), framing="ndjson",
-                                   keepalive_seconds=0, on_close=lambda: drain.leave(stopper))
+                                   keepalive_seconds=0, on_close=close)
 
     async def _progress(self, job: DownloadJob, file: Path, stopper: _Stop
                         ) -> AsyncGenerator[Frame, None]:
