@@ -23,6 +23,7 @@ envelope and status code, so no layer ever matches error *text*.
     ├── ToolServerUnreachable   an MCP server for server-side tools failed us
     ├── NotImplementedHere      a documented feature this server does not offer
     └── EngineFailure           the engine broke while generating
+        └── UpstreamFailure     an upstream server failed the request (502)
 """
 
 from __future__ import annotations
@@ -160,4 +161,15 @@ class EngineFailure(ParlanceError):
     kind = "engine_failure"
 
     def __init__(self, message: str, *, code: str = "engine_error"):
+        super().__init__(message, code=code)
+
+
+class UpstreamFailure(EngineFailure):
+    """An upstream server this one relays failed the request: a server error, a stream
+    it broke, cut short or garbled (502 Bad Gateway). The message says which replica
+    and what status, never what the server sent (it may hold secrets or internals)."""
+
+    kind = "upstream_failure"
+
+    def __init__(self, message: str, *, code: str = "upstream_error"):
         super().__init__(message, code=code)

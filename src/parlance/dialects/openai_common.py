@@ -32,6 +32,7 @@ _STATUS = {
     "tool_server": (424, "external_connector_error"),
     "not_implemented": (501, "invalid_request_error"),
     "engine_failure": (500, "server_error"),
+    "upstream_failure": (502, "server_error"),
     "internal": (500, "server_error"),
 }
 

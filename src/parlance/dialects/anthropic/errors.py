@@ -27,6 +27,7 @@ _ERRORS = {
     "tool_server": (500, "api_error"),
     "not_implemented": (400, "invalid_request_error"),
     "engine_failure": (500, "api_error"),
+    "upstream_failure": (502, "api_error"),
     "internal": (500, "api_error"),
 }
 

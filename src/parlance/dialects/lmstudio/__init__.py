@@ -41,6 +41,7 @@ _ERRORS = {
     "timeout": (408, "unknown"),
     "not_implemented": (501, "not_implemented"),
     "engine_failure": (500, "internal_error"),
+    "upstream_failure": (502, "internal_error"),
     "internal": (500, "internal_error"),
 }
 

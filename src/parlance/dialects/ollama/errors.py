@@ -26,6 +26,7 @@ _STATUS = {
     "tool_server": 500,
     "not_implemented": 400,
     "engine_failure": 500,
+    "upstream_failure": 502,
     "internal": 500,
 }
 
