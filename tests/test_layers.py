@@ -39,6 +39,8 @@ def test_the_tree_keeps_every_contract():
      "only the server (and the CLI) import the server"),
     ("dialects/bad.py", "from parlance.engines.llamacpp import engine",
      "dialects never import an engine's implementation"),
+    ("dialects/bad.py", "from parlance.models import gguf",
+     "dialects render neutral values, never the models layer or the output parsers"),
     ("engines/parsing/bad.py", "import parlance.dialects.openai_chat",
      "engines never know a dialect"),
     ("net/bad.py", "from parlance.integrations import toolbox", "net imports only core"),

@@ -130,9 +130,9 @@ def test_a_copy_name_must_be_short_and_printable(name):
 
 
 def test_copies_are_capped_and_pointing_one_anew_is_not_another(monkeypatch):
-    from parlance.models import served
+    from parlance.models import names
 
-    monkeypatch.setattr(served, "MAX_COPIES", 3)
+    monkeypatch.setattr(names, "MAX_COPIES", 3)
     models = _models()
     for name in ("a", "b", "c"):
         models.copy("general", name)

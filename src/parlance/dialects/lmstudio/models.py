@@ -1,5 +1,5 @@
-"""LM Studio's model objects (`GET /api/v1/models`) and load/unload bodies, from
-what the GGUF header says and what is loaded. Pure: the server reads the files."""
+"""LM Studio's model objects (`GET /api/v1/models`) and load/unload bodies, from a
+model's facts (`core.model_facts`) and what is loaded. Pure: the server reads the files."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from parlance.core.model_facts import Capabilities, ModelFacts
 from parlance.dialects.wire import WireModel
-from parlance.models.gguf import GgufInfo
 
 
 class LoadRequest(WireModel):
@@ -33,40 +33,41 @@ class DownloadRequest(WireModel):
     quantization: str | None = None
 
 
-def capabilities(template: str | None) -> dict[str, Any]:
-    """What the chat template shows the model was trained for."""
-    source = template or ""
-    out: dict[str, Any] = {"vision": False, "trained_for_tool_use": "tools" in source}
-    if "reasoning_effort" in source:
+def capabilities(caps: Capabilities) -> dict[str, Any]:
+    """What the model's own chat template shows it was trained for."""
+    out: dict[str, Any] = {"vision": False, "trained_for_tool_use": caps.trained_for_tools}
+    if caps.reasoning_switch == "effort":
         out["reasoning"] = {"allowed_options": ["off", "low", "medium", "high"],
                             "default": "medium"}
-    elif "enable_thinking" in source:
+    elif caps.reasoning_switch == "on_off":
         out["reasoning"] = {"allowed_options": ["off", "on"], "default": "on"}
     return out
 
 
-def model_object(key: str, info: GgufInfo | None, size_bytes: int,
+def model_object(key: str, facts: ModelFacts, size_bytes: int,
                  loaded: dict[str, Any] | None) -> dict[str, Any]:
-    """`loaded`: the instance's applied config, None when the model is not loaded."""
-    publisher = key.split("/", 1)[0] if "/" in key else (info and info.publisher) or "local"
+    """`size_bytes`: its (first) file's; `loaded`: the instance's applied config, None
+    when the model is not loaded."""
+    file = facts.file
+    publisher = key.split("/", 1)[0] if "/" in key else (file and file.organization) or "local"
     quantization = None
-    if info is not None and info.quantization:
-        bpw = info.bits_per_weight
-        quantization = {"name": info.quantization,
+    if file is not None and file.quantization:
+        bpw = file.bits_per_weight
+        quantization = {"name": file.quantization,
                         "bits_per_weight": round(bpw, 2) if bpw is not None else None}
     return {
         "type": "llm",
         "publisher": publisher,
         "key": key,
-        "display_name": (info.name if info and info.name else key),
-        "architecture": info.architecture if info else None,
+        "display_name": (file.name if file and file.name else key),
+        "architecture": file.architecture if file else None,
         "quantization": quantization,
         "size_bytes": size_bytes,
-        "params_string": info.params_string if info else None,
+        "params_string": file.size_label if file else None,
         "loaded_instances": [] if loaded is None else [{"id": key, "config": loaded}],
-        "max_context_length": (info.context_length if info and info.context_length
+        "max_context_length": (file.context_length if file and file.context_length
                                else (loaded or {}).get("context_length", 0)),
         "format": "gguf",
-        "capabilities": capabilities(info.chat_template if info else None),
+        "capabilities": capabilities(facts.capabilities),
         "description": None,
     }

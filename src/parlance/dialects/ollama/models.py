@@ -1,6 +1,7 @@
 """Ollama's model-management shapes (its `api/types.go`): the entries of `GET /api/tags`
 and `GET /api/ps`, the `POST /api/show` answer, pull progress lines, and the bodies of
-show, pull, delete and copy. Pure: the server reads the files and knows what is loaded.
+show, pull, delete and copy, rendered from a model's facts (`core.model_facts`). Pure: the
+server reads the files and knows what is loaded.
 
 Names are listed the way Ollama shows them, with a tag (`smollm2-135m-instruct:latest`);
 the registry resolves them back (`models.registry.name_variants`).
@@ -13,9 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from parlance.core.errors import InvalidRequest
+from parlance.core.model_facts import Capabilities, FileFacts, ModelFacts
 from parlance.dialects.wire import WireModel
-from parlance.engines.parsing.syntax import reasoning_for_template
-from parlance.models.gguf import GgufInfo
 
 # The Ollama release whose API (docs/api.md, api/types.go) these endpoints follow.
 # `GET /api/version` answers it: clients compare it to decide what they may use (VS
@@ -27,8 +27,6 @@ FOREVER_NS = (1 << 63) - 1  # Go's time.Duration max: Ollama's `keep_alive: -1`
 SHORT_ARRAY = 5
 # GGUF keys Ollama leaves out of `model_info` (they are shown elsewhere or are noise).
 _HIDDEN_KEYS = ("general.name", "tokenizer.chat_template")
-_FIM_KEYS = ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
-             "tokenizer.ggml.fim_mid_token_id")
 # Sampling fields (SamplingParams names) and load settings as Modelfile PARAMETERs.
 _PARAMETER_NAMES = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
                     "min_p": "min_p", "seed": "seed", "repeat_penalty": "repeat_penalty",
@@ -118,38 +116,35 @@ def human_number(count: int) -> str:
 # -- objects ----------------------------------------------------------------------
 
 
-def details(info: GgufInfo | None) -> dict[str, Any]:
+def details(file: FileFacts | None) -> dict[str, Any]:
     """None: no GGUF header could be read (a model an upstream server serves, say), so
     nothing is claimed."""
-    if info is None:
+    if file is None:
         return {"parent_model": "", "format": "", "family": "", "families": None,
                 "parameter_size": "", "quantization_level": ""}
-    family = info.architecture
-    count = info.parameter_count
-    size = human_number(count) if count else info.params_string or ""
+    family = file.architecture
+    count = file.parameter_count
+    size = human_number(count) if count else file.size_label or ""
     return {
         "parent_model": "",
         "format": "gguf",
         "family": family or "",
         "families": [family] if family else None,
         "parameter_size": size,
-        "quantization_level": info.quantization or "",
+        "quantization_level": file.quantization or "",
     }
 
 
-def capabilities(metadata: Mapping[str, Any], template: str | None) -> list[str]:
-    """What the server does with the model: an embedding model (its header names a
-    pooling type, as Ollama checks) only embeds; any other generates, with tools (its
-    template's, or Parlance's built-in prompt for templates that know none), thinking
-    when its template has reasoning markers (the engine's own test), and fill-in-the-
-    middle (`insert`) when its header names the FIM tokens."""
-    arch = metadata.get("general.architecture")
-    if isinstance(arch, str) and f"{arch}.pooling_type" in metadata:
+def capabilities(caps: Capabilities) -> list[str]:
+    """An embedding model only embeds; any other generates, with tools (its template's,
+    or Parlance's built-in prompt for templates that know none), thinking when its
+    template marks reasoning, and fill-in-the-middle (`insert`)."""
+    if caps.embeds_only:
         return ["embedding"]
     out = ["completion", "tools"]
-    if template and reasoning_for_template(template) is not None:
+    if caps.thinks:
         out.append("thinking")
-    if all(key in metadata for key in _FIM_KEYS):
+    if caps.fills_in_middle:
         out.append("insert")
     return out
 
@@ -207,36 +202,43 @@ def modelfile(shown: str, settings: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tag_entry(shown: str, info: GgufInfo | None, size: int, modified_ns: int | None,
-              digest: str, caps: list[str]) -> dict[str, Any]:
+def _digest(file: FileFacts | None) -> str:
+    return file.digest if file is not None else ""
+
+
+def tag_entry(shown: str, facts: ModelFacts) -> dict[str, Any]:
     """One model of `GET /api/tags`."""
-    return {"name": shown, "model": shown, "modified_at": timestamp(modified_ns),
-            "size": size, "digest": digest, "details": details(info), "capabilities": caps}
+    return {"name": shown, "model": shown, "modified_at": timestamp(facts.modified_ns),
+            "size": facts.size_bytes, "digest": _digest(facts.file),
+            "details": details(facts.file), "capabilities": capabilities(facts.capabilities)}
 
 
-def ps_entry(shown: str, info: GgufInfo | None, size: int, digest: str, expires: str,
+def ps_entry(shown: str, facts: ModelFacts, size: int, expires: str,
              context_length: int) -> dict[str, Any]:
-    """One loaded model of `GET /api/ps`; everything runs on the CPU (`size_vram` 0)."""
-    return {"name": shown, "model": shown, "size": size, "digest": digest,
-            "details": details(info), "expires_at": expires, "size_vram": 0,
+    """One loaded model of `GET /api/ps`: `size` is its memory; everything runs on the
+    CPU (`size_vram` 0)."""
+    return {"name": shown, "model": shown, "size": size, "digest": _digest(facts.file),
+            "details": details(facts.file), "expires_at": expires, "size_vram": 0,
             "context_length": context_length}
 
 
-def show(shown: str, info: GgufInfo | None, info_map: dict[str, Any], template: str | None,
-         settings: Mapping[str, Any], caps: list[str], modified_ns: int | None,
-         license_text: str | None) -> dict[str, Any]:
-    """`POST /api/show`: `template` is the chat template the model is served with;
-    `info_map` is empty when no GGUF header could be read (Ollama's default too)."""
+def show(shown: str, facts: ModelFacts, verbose: bool) -> dict[str, Any]:
+    """`POST /api/show`: the template is the chat template the model is served with;
+    `model_info` is empty when no GGUF header could be read (Ollama's default too)."""
+    file = facts.file
     out: dict[str, Any] = {}
-    if license_text:
-        out["license"] = license_text
-    out["modelfile"] = modelfile(shown, settings)
-    if params := parameters(settings):
+    if file is not None and file.license:
+        out["license"] = file.license
+    out["modelfile"] = modelfile(shown, facts.defaults)
+    if params := parameters(facts.defaults):
         out["parameters"] = params
-    if template:
-        out["template"] = template
-    out.update({"details": details(info), "model_info": info_map, "capabilities": caps,
-                "modified_at": timestamp(modified_ns)})
+    if facts.chat_template:
+        out["template"] = facts.chat_template
+    info_map = ({} if file is None else
+                model_info(file.metadata, file.array_lengths, file.parameter_count, verbose))
+    out.update({"details": details(file), "model_info": info_map,
+                "capabilities": capabilities(facts.capabilities),
+                "modified_at": timestamp(facts.modified_ns)})
     return out
 
 
@@ -251,3 +253,22 @@ def progress(status: str, digest: str | None = None, total: int | None = None,
     if completed:
         out["completed"] = completed
     return out
+
+
+# -- refusals ---------------------------------------------------------------------
+
+_NOT_PULLABLE = ("Parlance cannot pull '{name}': it is no model this server has, and "
+                 "{why}. Pull a direct link to a .gguf file instead, e.g. https://"
+                 "huggingface.co/<owner>/<repo>/resolve/main/<file>.gguf, or name a model "
+                 "GET /api/tags lists.")
+_REGISTRY = "names from Ollama's registry cannot be fetched here"
+_HUGGING_FACE = ("Hugging Face names (hf.co/<owner>/<repo>:<quantization>) are not looked "
+                 "up here")
+
+
+def not_pullable(name: str) -> InvalidRequest:
+    """A pull of a name this server does not have: it would need Ollama's registry (or
+    Hugging Face's lookup of a quantization), which Parlance does not reach."""
+    why = _HUGGING_FACE if name.lower().startswith(("hf.co/", "huggingface.co/")) else _REGISTRY
+    return InvalidRequest(_NOT_PULLABLE.format(name=name, why=why), param="model",
+                          code="not_pullable")

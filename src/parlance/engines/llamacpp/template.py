@@ -16,7 +16,8 @@ from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from parlance.core.errors import InvalidRequest
-from parlance.core.messages import Message
+from parlance.core.messages import Message, ToolCall
+from parlance.engines.chat_messages import FREEFORM_FIELD, openai_message
 from parlance.engines.parsing.syntax import reasoning_for_template, syntax_for_template
 
 # Used when a GGUF carries no template: plain ChatML, understood by most small models.
@@ -41,36 +42,16 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-def _arguments(text: str) -> Any:
-    """Templates write call arguments with `tojson`, so they expect an object."""
+def _arguments(call: ToolCall) -> Any:
+    """Templates write call arguments with `tojson`, so they expect an object; a
+    freeform tool's call is a function of one string (the tool's description says how
+    the model calls it)."""
+    if call.freeform:
+        return {FREEFORM_FIELD: call.arguments}
     try:
-        return json.loads(text)
+        return json.loads(call.arguments)
     except json.JSONDecodeError:
-        return text
-
-
-def message_to_template_dict(message: Message) -> dict[str, Any]:
-    """A freeform tool's call reaches the template as a function of one string,
-    `input` (the tool's description says how the model calls it); earlier reasoning
-    as `reasoning_content`, which templates that interleave thinking with tool calls
-    render (the others ignore it)."""
-    role = "system" if message.role == "developer" else message.role
-    out: dict[str, Any] = {"role": role, "content": message.content}
-    if message.name:
-        out["name"] = message.name
-    if message.reasoning:
-        out["reasoning_content"] = message.reasoning
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function",
-             "function": {"name": c.name,
-                          "arguments": ({"input": c.arguments} if c.freeform
-                                        else _arguments(c.arguments))}}
-            for c in message.tool_calls
-        ]
-    if message.tool_call_id:
-        out["tool_call_id"] = message.tool_call_id
-    return out
+        return call.arguments
 
 
 class ChatTemplate:
@@ -96,7 +77,7 @@ class ChatTemplate:
     def render(self, messages: Sequence[Message], **extra: Any) -> str:
         try:
             return self._template.render(
-                messages=[message_to_template_dict(m) for m in messages],
+                messages=[openai_message(m, _arguments) for m in messages],
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,

@@ -141,7 +141,7 @@ class Replica:
             limits=httpx2.Limits(max_connections=settings.max_connections,
                                  max_keepalive_connections=settings.max_connections,
                                  keepalive_expiry=60.0))
-        # Generation streams (and what else goes through the engine's `_open`) take the
+        # Generation streams (and what else goes through `opening.Opener`) take the
         # lean client of `http1.py`: the relay's per-token cost is mostly the client's.
         self.streams = StreamPool(self.url, headers, connect_timeout=settings.connect_timeout,
                                   max_connections=settings.max_connections)

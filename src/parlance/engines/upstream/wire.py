@@ -23,14 +23,14 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from parlance.core.errors import InvalidRequest
-from parlance.core.messages import Message
+from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest, PromptInput, SamplingParams
 from parlance.core.tools import ReasoningEffort, ToolSpec
+from parlance.engines.chat_messages import FREEFORM_FIELD, openai_message
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
-FREEFORM_FIELD = "input"  # a freeform tool's raw text, as a function's one argument
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _DEFAULTS = SamplingParams()
 _SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
@@ -192,28 +192,16 @@ def tool_json(tool: ToolSpec, name: str | None = None) -> dict[str, Any]:
 
 
 def message_json(message: Message, name_of: Callable[[str], str] = str) -> dict[str, Any]:
-    """A chat message. `developer` is sent as `system`, which every server knows;
-    earlier reasoning as `reasoning_content`, which templates that show it read."""
-    role = "system" if message.role == "developer" else message.role
-    out: dict[str, Any] = {"role": role, "content": message.content}
-    if message.name:
-        out["name"] = message.name
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"id": call.id, "type": "function",
-             "function": {"name": name_of(call.name),
-                          "arguments": _call_arguments(call.arguments, call.freeform)}}
-            for call in message.tool_calls]
-        if not message.content:
-            out["content"] = None
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    if message.reasoning:
-        out["reasoning_content"] = message.reasoning
+    """A chat message; an assistant's message of calls alone has `content: null`, as
+    OpenAI writes it."""
+    out = openai_message(message, _call_arguments, name_of)
+    if message.tool_calls and not message.content:
+        out["content"] = None
     return out
 
 
-def _call_arguments(arguments: str, freeform: bool) -> str:
-    if not freeform:
-        return arguments
-    return json.dumps({FREEFORM_FIELD: arguments}, ensure_ascii=False)
+def _call_arguments(call: ToolCall) -> str:
+    """The JSON text a server takes (a freeform tool's raw text inside its one field)."""
+    if not call.freeform:
+        return call.arguments
+    return json.dumps({FREEFORM_FIELD: call.arguments}, ensure_ascii=False)

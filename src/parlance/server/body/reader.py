@@ -4,6 +4,7 @@ large, so one big request does not stall every other client (and `/health`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -11,6 +12,7 @@ import anyio.to_thread
 from starlette.requests import Request
 
 from parlance.core.errors import PayloadTooLarge
+from parlance.dialects.wire import M, parse_body
 from parlance.server.body import strict_json
 from parlance.server.body.gc_pause import collector_paused
 
@@ -51,6 +53,11 @@ async def read_json(request: Request, limit: int,
     """`parse(decoded body)`; errors are `InvalidRequest` (400) or `PayloadTooLarge`.
     `parse` must be pure (no I/O, no event loop): it may run on a worker thread."""
     return await parse_json(await read_body(request, limit), parse)
+
+
+async def read_wire(request: Request, limit: int, model: type[M]) -> M:
+    """The body as a dialect's request shape (a `WireModel`): errors name the field."""
+    return await read_json(request, limit, functools.partial(parse_body, model))
 
 
 async def parse_json(raw: bytes, parse: Callable[[Any], T] = _identity) -> T:

@@ -1,11 +1,12 @@
 """LM Studio's model management endpoints: list (`GET /api/v1/models`), load, unload,
-download and download status. Errors use LM Studio's envelope."""
+download and download status. Errors use LM Studio's envelope. What a model's facts
+are (`models/facts.py`) and what a download is answered (`models/download_policy.py`)
+is the models layer's."""
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
@@ -18,31 +19,14 @@ from parlance.dialects.lmstudio.models import (
     UnloadRequest,
     model_object,
 )
-from parlance.dialects.wire import M, parse_body
+from parlance.models.download_policy import no_models_dir, start_download
 from parlance.models.downloads import DownloadManager
-from parlance.models.gguf import GgufInfo, read_gguf
-from parlance.models.registry import ModelSpec
-from parlance.models.served import LoadOptions, ServedModels, file_size
-from parlance.server.body.reader import read_json
+from parlance.models.facts import facts_of
+from parlance.models.headers import file_size
+from parlance.models.served import LoadOptions, ServedModels
+from parlance.server.body.reader import read_wire
 from parlance.server.endpoints.answering import answering
 from parlance.server.settings import ServerSettings
-
-
-@functools.lru_cache(maxsize=256)
-def _header(path: Path, mtime_ns: int, size: int) -> GgufInfo | None:
-    try:
-        return read_gguf(path)
-    except (OSError, ValueError):
-        return None
-
-
-def gguf_info(spec: ModelSpec) -> GgufInfo | None:
-    try:
-        path = spec.locate()
-        stat = path.stat()
-    except (OSError, ValueError):
-        return None
-    return _header(path, stat.st_mtime_ns, stat.st_size)
 
 
 class LMStudioModels:
@@ -58,18 +42,18 @@ class LMStudioModels:
         self.download = answering(self._download, keys, render_error)
         self.download_status = answering(self._download_status, keys, render_error)
 
-    async def _body(self, request: Request, model: type[M]) -> M:
-        return await read_json(request, self.settings.max_body_bytes,
-                               functools.partial(parse_body, model))
-
     async def _list(self, request: Request) -> dict[str, Any]:
         loaded = {m.spec.id: m.config for m in self.models}
-        return {"models": [model_object(spec.id, gguf_info(spec), file_size(spec),
-                                        loaded.get(spec.id))
-                           for spec in self.models.available()]}
+        specs = self.models.available()
+
+        def objects() -> list[dict[str, Any]]:  # (headers are read off the loop)
+            return [model_object(spec.id, facts_of(spec), file_size(spec), loaded.get(spec.id))
+                    for spec in specs]
+
+        return {"models": await asyncio.to_thread(objects)}
 
     async def _load(self, request: Request) -> dict[str, Any]:
-        body = await self._body(request, LoadRequest)
+        body = await read_wire(request, self.settings.max_body_bytes, LoadRequest)
         spec = self.models.spec(body.model)
         options = LoadOptions(body.context_length, body.eval_batch_size, body.parallel)
         current = next((m for m in self.models if m.spec.id == spec.id), None)
@@ -87,26 +71,22 @@ class LMStudioModels:
         return out
 
     async def _unload(self, request: Request) -> dict[str, Any]:
-        body = await self._body(request, UnloadRequest)
+        body = await read_wire(request, self.settings.max_body_bytes, UnloadRequest)
         if not await self.models.unload(body.instance_id):
             raise ModelNotFound(body.instance_id)
         return {"instance_id": body.instance_id}
 
     async def _download(self, request: Request) -> dict[str, Any]:
-        body = await self._body(request, DownloadRequest)
+        body = await read_wire(request, self.settings.max_body_bytes, DownloadRequest)
         if self.downloads is None:
-            raise InvalidRequest("This server has no models directory to download into "
-                                 "(parlance serve --models-dir).", code="no_models_dir")
+            raise no_models_dir()
         if not body.model.startswith(("http://", "https://")):
             raise InvalidRequest(
                 f"'{body.model}' looks like a model catalog id; this server cannot reach a "
                 "model catalog. Pass a direct http(s) link to a .gguf file, e.g. https://"
                 "huggingface.co/<owner>/<repo>/resolve/main/<file>.gguf.", param="model",
                 code="catalog_unavailable")
-        try:
-            return await self.downloads.start(body.model)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc), param="model") from exc
+        return await start_download(self.downloads, body.model)
 
     async def _download_status(self, request: Request) -> dict[str, Any]:
         job_id = request.path_params["job_id"]
