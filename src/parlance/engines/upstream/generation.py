@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from parlance.core.errors import EngineFailure, ParlanceError
+from parlance.core.errors import EngineFailure, ParlanceError, UpstreamFailure
 from parlance.core.events import Event, Failed, Progress, Usage
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
 from parlance.engines.base import PromptInfo
@@ -238,6 +238,8 @@ class UpstreamGeneration:
                     done = True
             except StreamError as exc:
                 await opened.close()
+                log.warning("upstream %s failed a stream: %s %s", replica.label,
+                            exc.error.message, exc.said)
                 self._deliver([Failed(exc.error)], generated=False)
                 return
             except UpstreamHTTPError as exc:
@@ -253,9 +255,9 @@ class UpstreamGeneration:
                         self._deliver([Failed(error)], generated=False)
                         return
                     continue
-                self._deliver([Failed(EngineFailure(
-                    "The upstream server of this model broke the stream before it finished.",
-                    code="upstream_disconnected"))], generated=False)
+                self._deliver([Failed(UpstreamFailure(
+                    f"The upstream replica {replica.label} broke the stream before it "
+                    "finished.", code="upstream_disconnected"))], generated=False)
                 return
             except asyncio.CancelledError:
                 await opened.close()
@@ -270,9 +272,9 @@ class UpstreamGeneration:
             await opened.close()
             if not mapper.finished and not done:
                 replica.failed(at_once=True)
-                self._deliver([Failed(EngineFailure(
-                    "The upstream server of this model ended the stream before it finished.",
-                    code="upstream_disconnected"))], generated=False)
+                self._deliver([Failed(UpstreamFailure(
+                    f"The upstream replica {replica.label} ended the stream before it "
+                    "finished.", code="upstream_disconnected"))], generated=False)
                 return
             replica.succeeded()
             usage = mapper.usage()

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from parlance.core.errors import EngineFailure
+from parlance.core.errors import UpstreamFailure
 from parlance.engines.upstream.chunks import StreamError
 
 DONE = b"[DONE]"  # OpenAI's end of stream (a JSON payload is never bytes)
@@ -73,7 +73,7 @@ class SseSplitter:
     def _check(self, size: int) -> None:
         """`size` more bytes for the current event (on top of its data so far)."""
         if self._held + size > self._max:
-            raise StreamError(EngineFailure(
+            raise StreamError(UpstreamFailure(
                 f"The upstream server sent an event larger than {self._max} bytes "
                 "(parlance serve --upstream-max-event-mb); the stream was ended.",
                 code="upstream_event_too_large"))

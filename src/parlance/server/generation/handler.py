@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from parlance.core.accumulate import Accumulator
-from parlance.core.errors import ContextOverflow, InvalidRequest, ParlanceError
+from parlance.core.errors import ContextOverflow, InvalidRequest, ParlanceError, RequestTimeout
 from parlance.core.events import Failed
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import (
@@ -46,6 +46,7 @@ from parlance.server.generation.supervision import (
     Watch,
     guarded,
     race_disconnect,
+    unless_left,
 )
 from parlance.server.http.access_log import AccessRecord, access_record
 from parlance.server.http.auth import authorize
@@ -82,7 +83,7 @@ class GenerationHandler:
             background = self.runs is not None and self.runs.takes(call)
             if background:
                 watch = replace(watch, switch=StopSwitch())
-            started = await self.start(call, watch, self.memory)
+            started = await unless_left(request, self.start(call, watch, self.memory))
         except ParlanceError as exc:
             return error_response(self.dialect, exc)
         if background:
@@ -150,7 +151,7 @@ class GenerationHandler:
             if cold:
                 generation = self._load_then_start(call, name, options, toolbox)
             else:
-                call, generation = await self._start(call, model, toolbox)
+                call, generation = await self._start(call, model, toolbox, watch.deadline)
         except ParlanceError:
             if toolbox is not None:
                 await toolbox.aclose()
@@ -164,23 +165,31 @@ class GenerationHandler:
         """The model is not loaded: load it inside the response, reporting progress."""
 
         async def start(model: ServedModel) -> Generation:
-            return (await self._start(call, model, toolbox))[1]
+            return (await self._start(call, model, toolbox, None))[1]
 
         return LoadingGeneration(
             name, lambda progress: self.models.acquire(name, progress, options), start)
 
-    async def _start(self, call: Call, model: Any,
-                     toolbox: Toolbox | None) -> tuple[Call, Generation]:
+    async def _start(self, call: Call, model: Any, toolbox: Toolbox | None,
+                     deadline: float | None) -> tuple[Call, Generation]:
         """Start the generation (inside the server-side tool loop when there are
         server-side tools); for a `Truncating` dialect, drop the oldest turns until
-        the prompt fits the context."""
+        the prompt fits the context. The request deadline bounds the engine's start
+        too (an upstream that never answers holds nobody past it); None: the caller's
+        own deadline already does (a load inside the response)."""
         while True:
             request = with_sampling_defaults(call.request, dict(model.spec.sampling))
             start = model.engine.start
+            timer = asyncio.timeout_at(deadline)
             try:
-                if toolbox is not None:
-                    return call, await ToolLoop.begin(request, toolbox, start)
-                return call, await start(request)
+                async with timer:
+                    if toolbox is not None:
+                        return call, await ToolLoop.begin(request, toolbox, start)
+                    return call, await start(request)
+            except TimeoutError:
+                if not timer.expired():
+                    raise
+                raise RequestTimeout() from None
             except ContextOverflow:
                 if self._truncating is None:
                     raise

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from parlance.core.errors import EngineFailure, ParlanceError, RequestTimeout
 from parlance.core.events import Event, Failed, Usage
@@ -24,6 +24,8 @@ from parlance.server.generation.drain import Drain, Stoppable
 from parlance.server.http.access_log import AccessRecord
 
 log = logging.getLogger("parlance.server")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,3 +164,35 @@ async def race_disconnect(request: Request, work: Any) -> bool:
     return left
 
 
+
+
+async def unless_left(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, awaited in this task, unless the client leaves first: `work` is
+    then cancelled (an upstream it waits on sees its connection closed) and
+    `ClientDisconnect` raised, which the app answers 499."""
+    task = asyncio.current_task()
+    assert task is not None
+    left = False
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    def leave(listener: asyncio.Future[None]) -> None:
+        nonlocal left
+        if not listener.cancelled() and listener.exception() is None:
+            left = True
+            task.cancel()
+
+    listener = asyncio.ensure_future(disconnected())
+    listener.add_done_callback(leave)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if not left or task.cancelling() > 1:
+            raise  # cancelled from outside (too): that goes on
+        task.uncancel()
+        raise ClientDisconnect() from None
+    finally:
+        listener.remove_done_callback(leave)
+        listener.cancel()
