@@ -28,7 +28,8 @@ MAX_EVENT_BYTES = 8 * 2**20
 class SseSplitter:
     def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._max = max_event_bytes
-        self._open = bytearray()  # the line not yet ended
+        self._open: list[bytes] = []  # the line not yet ended, as the reads brought it
+        self._open_bytes = 0
         self._data: list[bytes] = []  # the data lines of the event not yet ended
         self._held = 0  # their bytes
 
@@ -36,15 +37,17 @@ class SseSplitter:
         """The data of every event `chunk` completes."""
         end = chunk.rfind(b"\n")
         if end < 0:
-            self._open += chunk
-            self._check(len(self._open))
+            if chunk:
+                self._open.append(chunk)
+                self._open_bytes += len(chunk)
+                self._check(self._open_bytes)
             return []
         if self._open:
-            self._open += chunk[:end]
-            lines = bytes(self._open).split(b"\n")
+            lines = b"".join([*self._open, chunk[:end]]).split(b"\n")
         else:
             lines = chunk[:end].split(b"\n")
-        self._open = bytearray(chunk[end + 1:])
+        tail = chunk[end + 1:]
+        self._open, self._open_bytes = ([tail], len(tail)) if tail else ([], 0)
         out: list[bytes] = []
         for line in lines:
             if line.endswith(b"\r"):
@@ -60,14 +63,14 @@ class SseSplitter:
                 self._check(len(value))
                 self._data.append(value)
                 self._held += len(value)
-        self._check(len(self._open))
+        self._check(self._open_bytes)
         return out
 
     def end(self) -> list[bytes]:
         """The event the stream ended inside (a server that closed without the blank
         line after its last event)."""
         out = self.feed(b"\n\n") if self._open or self._data else []
-        self._open = bytearray()
+        self._open, self._open_bytes = [], 0
         return out
 
     def _check(self, size: int) -> None:
