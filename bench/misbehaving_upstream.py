@@ -43,10 +43,10 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import httpx
 from servers import Server, free_port, stop_servers_on_sigterm
+from soak import Health, p99, poll_health, rss_mib
 
 HOST = "127.0.0.1"
 MODELS = ("silent", "drip", "no-line-break", "huge-event", "error-500")
@@ -171,33 +171,6 @@ async def load(base: str, clients: int, seconds: float, tally: Tally) -> None:
 # -- the run --------------------------------------------------------------------------------
 
 
-def poll_health(base: str, stop: threading.Event, interval: float, latencies: list[float],
-                failures: list[int]) -> None:
-    with httpx.Client(base_url=base, timeout=30) as client:
-        client.get("/health")  # the connection is open before the first timing
-        while not stop.is_set():
-            started = time.perf_counter()
-            try:
-                ok = client.get("/health").status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            latencies.append((time.perf_counter() - started) * 1000)
-            failures[0] += not ok
-            stop.wait(interval)
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0)
@@ -228,11 +201,9 @@ def main() -> int:
         with Server("parlance", command, port) as server:
             pid = server.proc.pid  # type: ignore[union-attr]
             rss_before = rss_mib(pid)
-            latencies: list[float] = []
-            failures = [0]
-            stop = threading.Event()
+            health, stop = Health(), threading.Event()
             poller = threading.Thread(target=poll_health, args=(
-                server.base, stop, args.health_interval, latencies, failures))
+                server.base, stop, args.health_interval, health))
             poller.start()
             tally = Tally()
             started = time.monotonic()
@@ -243,11 +214,11 @@ def main() -> int:
                 poller.join()
             seconds = time.monotonic() - started
             rss_after = rss_mib(pid)
-    return report(tally, latencies, failures[0], seconds, rss_before, rss_after, args)
+    return report(tally, health, seconds, rss_before, rss_after, args)
 
 
-def report(tally: Tally, latencies: list[float], failures: int, seconds: float,
-           rss_before: float, rss_after: float, args: argparse.Namespace) -> int:
+def report(tally: Tally, health: Health, seconds: float, rss_before: float, rss_after: float,
+           args: argparse.Namespace) -> int:
     print(f"{seconds:.1f} s, {args.clients} client loop(s) per model, request timeout "
           f"{args.request_timeout:g} s")
     for model in MODELS:
@@ -257,6 +228,7 @@ def report(tally: Tally, latencies: list[float], failures: int, seconds: float,
                                             in tally.outcomes[model].most_common()) + slowest)
     print(f"an upstream's secret reached a client: {tally.leaked} time(s)")
     print(f"server RSS: {rss_before:.0f} MiB before, {rss_after:.0f} MiB after")
+    latencies, failures = health.latencies_ms, health.failures
     p99_ms = p99(latencies) if latencies else float("inf")
     print(f"/health: n={len(latencies)}  p50 {statistics.median(latencies):.1f} ms  "
           f"p99 {p99_ms:.1f} ms  max {max(latencies):.1f} ms  failures {failures}"
