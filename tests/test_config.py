@@ -115,6 +115,26 @@ def test_batching_settings_from_flags_env_and_file(tmp_path):
     assert resolved.kv_unified is False
 
 
+def test_download_and_upstream_limits_from_flags_env_and_file(tmp_path):
+    from parlance.cli import _parser, _upstreams, server_settings
+    from parlance.models.downloads import DownloadLimits
+
+    config = tmp_path / "parlance.toml"
+    config.write_text("[serve]\ndownload_timeout = 60\nupstream_max_event_mb = 2\n"
+                      'upstream = ["http://127.0.0.1:9"]\n')
+    flags = vars(_parser().parse_args(["serve", "--download-max-jobs", "2"]))
+    resolved, _ = resolve_config(flags, {"PARLANCE_DOWNLOAD_MIN_FREE_MB": "10"}, config)
+    assert server_settings(resolved).download_limits == DownloadLimits(
+        max_jobs=2, timeout=60.0, min_free_bytes=10 * 2**20)
+    upstreams = _upstreams(resolved)
+    assert upstreams is not None
+    assert [r.max_event_bytes for r in upstreams.fleet.replicas] == [2 * 2**20]
+    defaults, _ = resolve_config({}, {}, None)
+    assert server_settings(defaults).download_limits == DownloadLimits(
+        max_jobs=4, timeout=21600.0, min_free_bytes=2**30)
+    assert defaults.upstream_max_event_mb == 8
+
+
 def test_mcp_settings_from_flags_env_and_mcp_json(tmp_path):
     from parlance.cli import integration_settings
 

@@ -101,6 +101,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--download-allow-host", dest="download_allow_host", action="append",
                        help="a private or loopback host model downloads may reach "
                             "(repeatable; default: none)")
+    serve.add_argument("--download-max-jobs", dest="download_max_jobs", type=int,
+                       help="model downloads running at once; one more is refused until one "
+                            "has finished (default: 4)")
+    serve.add_argument("--download-timeout", dest="download_timeout", type=float,
+                       help="seconds one model download may take; a slower one fails and "
+                            "resumes when asked for again (default: 21600)")
+    serve.add_argument("--download-min-free-mb", dest="download_min_free_mb", type=int,
+                       help="free disk, in MiB, that model downloads always leave; a file "
+                            "that does not fit is refused or stopped (default: 1024)")
     serve.add_argument("--jit-ttl", dest="jit_ttl", type=float,
                        help="seconds a model loaded on first use may stay idle (0: forever)")
     serve.add_argument("--memory-budget-mb", dest="memory_budget_mb", type=int,
@@ -126,6 +135,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream-health-interval", dest="upstream_health_interval",
                        type=float, help="seconds between health checks (and model "
                        "discovery) of the upstream servers")
+    serve.add_argument("--upstream-max-event-mb", dest="upstream_max_event_mb", type=int,
+                       help="largest event of an upstream stream, in MiB; a server that "
+                            "sends a larger one has that stream ended with an error "
+                            "(default: 8)")
     serve.add_argument("--rpc", action="append", metavar="HOST:PORT",
                        help="a llama.cpp rpc-server to hold the models' layers (repeatable: "
                             "they are split by the servers' free memory; to use this machine "
@@ -295,11 +308,12 @@ def _upstreams(config: ServeConfig):
     entries += [(e.url, e.api_key, e.models, e.weight) for e in config.upstreams]
     if not entries:
         return None
-    from parlance.engines.upstream import Fleet, FleetSettings, ReplicaConfig
+    from parlance.engines.upstream import ClientSettings, Fleet, FleetSettings, ReplicaConfig
     from parlance.models.upstream import UpstreamModels
 
+    client = ClientSettings(max_event_bytes=config.upstream_max_event_mb * 2**20)
     fleet = Fleet([ReplicaConfig(*entry) for entry in entries],
-                  FleetSettings(health_interval=config.upstream_health_interval,
+                  FleetSettings(health_interval=config.upstream_health_interval, client=client,
                                 strict_max_tokens=config.strict_max_tokens))
     for replica in fleet.replicas:
         models = ", ".join(sorted(replica.models)) or "the models it lists"
@@ -334,6 +348,7 @@ def serve(config: ServeConfig, registry: dict) -> int:
 
 def server_settings(config: ServeConfig):
     """The app's settings; the Host check follows the address it listens on (--host)."""
+    from parlance.models.downloads import DownloadLimits
     from parlance.server import ServerSettings
 
     return ServerSettings(
@@ -347,6 +362,9 @@ def server_settings(config: ServeConfig):
         models_dir=Path(config.models_dir),
         max_body_bytes=config.max_body_mb * 2**20,
         download_allow_hosts=config.download_allow_host,
+        download_limits=DownloadLimits(max_jobs=config.download_max_jobs,
+                                       timeout=config.download_timeout,
+                                       min_free_bytes=config.download_min_free_mb * 2**20),
         allowed_origins=config.allowed_origin,
         allowed_hosts=config.allowed_host,
         bind_host=config.host,

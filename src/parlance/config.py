@@ -93,6 +93,9 @@ class ServeConfig:
     mcp_max_rounds: int = 8
     models_dir: str = ""  # GGUF files to serve on demand; empty: <data dir>/models
     download_allow_host: tuple[str, ...] = ()  # private hosts model downloads may reach
+    download_max_jobs: int = 4  # downloads running at once; one more is refused
+    download_timeout: float = 21600.0  # seconds one download may take (resumed when asked again)
+    download_min_free_mb: int = 1024  # free disk downloads always leave
     jit_ttl: float = 3600.0  # seconds a model loaded on demand may stay idle; 0: forever
     memory_budget_mb: int = 0  # loaded models' estimated memory; 0: no limit
     # Evaluated prompt prefixes kept beyond the slots, per model; None: the default
@@ -106,6 +109,7 @@ class ServeConfig:
     upstream: tuple[str, ...] = ()  # URLs of OpenAI-compatible servers whose models we serve
     upstream_api_key: str = ""  # the key sent to the --upstream servers
     upstream_health_interval: float = 5.0  # seconds between health checks of upstreams
+    upstream_max_event_mb: int = 8  # one event of an upstream stream; larger ends it
     # The file's [[upstreams]] tables (url, api_key, models, weight); not a flag
     upstreams: tuple[UpstreamEntry, ...] = ()
     # Whether a local model is loaded at start: yes unless upstreams are configured

@@ -29,6 +29,17 @@ def test_round_trip_and_refusals():
         assert caught.value.param == "input[3].encrypted_content"
 
 
+@pytest.mark.parametrize("body", [b"not json", b"\xff\xfe", b"[1, 2]", b'"text"', b"",
+                                  b"[" * 100_000, b'{"p": "compaction"'])
+def test_a_valid_tag_over_what_is_no_sealed_object_is_a_400(body):
+    """Only a key holder can tag a body; what it tagged is still read as a client's."""
+    sealer = Sealer(b"k" * 32)
+    token = base64.urlsafe_b64encode(sealer._tag(body) + body).decode()
+    with pytest.raises(InvalidRequest) as caught:
+        sealer.unseal("compaction", token, param="input[0].encrypted_content")
+    assert caught.value.code == INVALID and caught.value.param == "input[0].encrypted_content"
+
+
 def test_key_kept_in_the_data_directory(tmp_path):
     token = server_sealer(tmp_path).seal("compaction", "summary")
     assert server_sealer(tmp_path).unseal("compaction", token, param="p") == "summary"

@@ -31,8 +31,10 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from parlance.core.errors import Overloaded
+from parlance.models import download_job
 from parlance.models.download_job import GGUF_MAGIC
-from parlance.models.downloads import DownloadManager, destination_for
+from parlance.models.downloads import DownloadLimits, DownloadManager, destination_for
 
 DATA = b"GGUF" + random.Random(7).randbytes(300_000 - 4)
 PAGE = b"<!doctype html><title>Model card</title>" * 100
@@ -137,10 +139,15 @@ def base_url(origin_server: OriginServer) -> str:
     return origin_server.base_url
 
 
+ANY_DISK = DownloadLimits(min_free_bytes=0)  # the tests' files fit whatever disk runs them
+
+
 def make_manager(models_dir: Path, retry_delays: tuple[float, ...] = (0.01, 0.01, 0.01),
-                 allowed_hosts: tuple[str, ...] = ("127.0.0.1",)) -> DownloadManager:
+                 allowed_hosts: tuple[str, ...] = ("127.0.0.1",),
+                 limits: DownloadLimits = ANY_DISK) -> DownloadManager:
     # The origin is on loopback, which downloads may reach only when allow-listed.
-    return DownloadManager(models_dir, retry_delays=retry_delays, allowed_hosts=allowed_hosts)
+    return DownloadManager(models_dir, retry_delays=retry_delays, allowed_hosts=allowed_hosts,
+                           limits=limits)
 
 
 @pytest.fixture
@@ -465,3 +472,122 @@ async def test_what_a_server_sends_is_never_quoted(
         job = await manager.start(f"http://127.0.0.1:{port}/m.gguf")
         failed = await settle(manager, job["job_id"])
     assert failed["status"] == "failed" and "secret" not in failed["error"]
+
+
+# -- limits: jobs at once, a deadline, free disk, followers -----------------------------------
+
+
+async def test_jobs_beyond_the_limit_are_refused_and_joining_one_is_not(
+    origin: Origin, base_url: str, tmp_path: Path,
+) -> None:
+    manager = make_manager(tmp_path / "models", limits=DownloadLimits(max_jobs=2))
+    try:
+        held = [await manager.start(f"{base_url}/gated/m{i}.gguf") for i in range(2)]
+        with pytest.raises(Overloaded) as caught:
+            await manager.start(f"{base_url}/gated/third.gguf")
+        assert "--download-max-jobs" in caught.value.message
+        assert origin.hits["/gated/third.gguf"] == 0  # refused before reaching out
+        assert (await manager.start(f"{base_url}/gated/m0.gguf"))["job_id"] == held[0]["job_id"]
+        origin.gate.set()
+        for job in held:
+            assert (await settle(manager, job["job_id"]))["status"] == "completed"
+        third = await manager.start(f"{base_url}/gated/third.gguf")  # room again
+        assert (await settle(manager, third["job_id"]))["status"] == "completed"
+    finally:
+        await manager.aclose()
+
+
+async def test_a_job_past_its_deadline_fails_and_a_new_one_resumes_it(
+    origin: Origin, base_url: str, tmp_path: Path,
+) -> None:
+    url, part = f"{base_url}/gated/m.gguf", tmp_path / "models/127.0.0.1/m.gguf.part"
+    manager = make_manager(tmp_path / "models", limits=DownloadLimits(timeout=1.0))
+    try:
+        job = await manager.start(url)
+        failed = await settle(manager, job["job_id"])  # the origin holds its second half
+        assert failed["status"] == "failed" and "--download-timeout" in failed["error"]
+        assert part.stat().st_size == HALF
+        origin.gate.set()
+        again = await manager.start(url)
+        assert (await settle(manager, again["job_id"]))["status"] == "completed"
+    finally:
+        await manager.aclose()
+    assert origin.ranges("/gated/m.gguf") == [None, f"bytes={HALF}-"]
+
+
+class Disk:
+    """`shutil.disk_usage` as the job sees it: `free` bytes, less what it wrote."""
+
+    def __init__(self, free: int, part: Path) -> None:
+        self.free, self.part = free, part
+
+    def __call__(self, path: object) -> object:
+        written = self.part.stat().st_size if self.part.exists() else 0
+        return type("Usage", (), {"free": self.free - written})()
+
+
+async def test_a_file_larger_than_the_free_disk_is_refused_before_it_is_written(
+    base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    part = tmp_path / "models/127.0.0.1/m.gguf.part"
+    monkeypatch.setattr(download_job.shutil, "disk_usage", Disk(len(DATA) + 1000, part))
+    manager = make_manager(tmp_path / "models", limits=DownloadLimits(min_free_bytes=2000))
+    try:
+        job = await manager.start(f"{base_url}/ok/m.gguf")
+        failed = await settle(manager, job["job_id"])
+    finally:
+        await manager.aclose()
+    assert failed["status"] == "failed" and "not enough free disk" in failed["error"]
+    assert "--download-min-free-mb" in failed["error"]
+    assert not part.exists() and ggufs(tmp_path) == []
+    assert manager.job(job["job_id"]).failed_here  # the server's condition, not the URL's
+
+
+async def test_a_disk_that_fills_while_writing_stops_the_job(
+    origin: Origin, base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    part = tmp_path / "models/127.0.0.1/m.gguf.part"
+    disk = Disk(10 * len(DATA), part)
+    monkeypatch.setattr(download_job.shutil, "disk_usage", disk)
+    monkeypatch.setattr(download_job, "DISK_CHECK_EVERY", CHUNK)
+    manager = make_manager(tmp_path / "models", limits=DownloadLimits(min_free_bytes=1000))
+    try:
+        job = await manager.start(f"{base_url}/gated/m.gguf")  # room enough when it starts
+        await until_downloaded(manager, job["job_id"], HALF)
+        disk.free = HALF + 500  # something else filled the disk meanwhile
+        origin.gate.set()
+        failed = await settle(manager, job["job_id"])
+    finally:
+        await manager.aclose()
+    assert failed["status"] == "failed" and "not enough free disk" in failed["error"]
+    assert not part.exists() and ggufs(tmp_path) == []
+
+
+async def test_a_followed_job_stops_when_its_last_follower_leaves(
+    origin: Origin, base_url: str, tmp_path: Path,
+) -> None:
+    """As Ollama's pulls: no cancel call, the download stops once nobody follows it;
+    its `.part` stays for the next pull."""
+    manager = make_manager(tmp_path / "models")
+    url = f"{base_url}/gated/m.gguf"
+    try:
+        started = await manager.start(url, followed=True)
+        job = manager.job(started["job_id"])
+        assert job is not None
+        first, second = manager.follow(job), manager.follow(job)
+        await until_downloaded(manager, job.id, HALF)
+        first()
+        first()  # leaving twice counts once
+        await asyncio.sleep(0.05)
+        assert job.state == "downloading"  # one follower is still there
+        second()
+        assert (await settle(manager, job.id))["status"] == "paused"
+        assert (tmp_path / "models/127.0.0.1/m.gguf.part").stat().st_size == HALF
+        # asked for without following it (LM Studio's endpoint): it runs to its end
+        again = await manager.start(url, followed=True)
+        await manager.start(url)
+        manager.follow(manager.job(again["job_id"]))()
+        origin.gate.set()
+        assert (await settle(manager, again["job_id"]))["status"] == "completed"
+    finally:
+        await manager.aclose()

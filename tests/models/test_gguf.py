@@ -256,3 +256,83 @@ def test_quantization_names() -> None:
 )  # fmt: skip
 def test_format_params(count: int, text: str) -> None:
     assert format_params(count) == text
+
+
+# --- hostile headers: bounded, iterative, a ValueError at worst ---------------------------------
+
+
+def _kv_file(path: Path, value: bytes, *, n_kv: int = 1, n_tensors: int = 0) -> Path:
+    """One key `k` whose type and value are the raw bytes `value`, padded with 4 KiB."""
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + _str("k") + value
+                     + b"\0" * 4096)
+    return path
+
+
+def nested(depth: int, inner: bytes = struct.pack("<IQ", U8, 0)) -> bytes:
+    """An ARR value nesting arrays `depth` deep (one element each) around `inner`."""
+    return struct.pack("<I", ARR) + struct.pack("<IQ", ARR, 1) * (depth - 1) + inner
+
+
+def test_arrays_nested_thousands_deep_are_refused_not_recursed(tmp_path: Path) -> None:
+    path = _kv_file(tmp_path / "deep.gguf", nested(5000))  # 60 KB, as a download could plant
+    for whole in (False, True):
+        with pytest.raises(ValueError, match="nested more than 8 deep"):
+            read_gguf_header(path, whole_arrays=whole)
+    shallow = _kv_file(tmp_path / "shallow.gguf", nested(8))
+    assert read_gguf_metadata(shallow) == {"k": [[[[[[[[]]]]]]]]}
+
+
+@pytest.mark.parametrize("value", [
+    struct.pack("<IIQ", ARR, U8, 2**63),  # bytes beyond the file
+    struct.pack("<IIQ", ARR, STR, 2**40),  # strings: at least 8 bytes each
+    struct.pack("<IIQ", ARR, ARR, 2**40),  # arrays: at least 12 bytes each
+    struct.pack("<IIQ", ARR, U64, 600),  # a little over what is left
+])
+def test_counts_beyond_the_file_are_truncation_before_any_walk(tmp_path: Path,
+                                                               value: bytes) -> None:
+    path = _kv_file(tmp_path / "count.gguf", value)
+    for whole in (False, True):
+        with pytest.raises(ValueError, match="truncated"):
+            read_gguf_header(path, whole_arrays=whole)
+
+
+@pytest.mark.parametrize(("n_kv", "n_tensors"), [(2**63, 0), (1, 2**60)])
+def test_key_and_tensor_counts_beyond_the_file_are_truncation(tmp_path: Path, n_kv: int,
+                                                              n_tensors: int) -> None:
+    path = _kv_file(tmp_path / "counts.gguf", struct.pack("<IB", U8, 1), n_kv=n_kv,
+                    n_tensors=n_tensors)
+    with pytest.raises(ValueError, match="truncated"):
+        read_gguf(path)
+
+
+def test_a_tensor_of_more_dimensions_than_llama_cpp_reads_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "dims.gguf"
+    tensor = _str("t") + struct.pack("<I", 2**31) + struct.pack("<Q", 1) * 1000
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + tensor)
+    with pytest.raises(ValueError, match="2147483648 dimensions"):
+        read_gguf(path)
+
+
+def test_values_walked_one_by_one_have_a_budget(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from parlance.models import gguf
+
+    monkeypatch.setattr(gguf, "_MAX_WALKED", 1000)
+    empties = struct.pack("<IQ", U8, 0) * 2000
+    path = _kv_file(tmp_path / "many.gguf", struct.pack("<IIQ", ARR, ARR, 2000) + empties)
+    with pytest.raises(ValueError, match="more than 1000 values"):
+        read_gguf(path)
+
+
+def test_what_a_header_keeps_has_a_budget(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from parlance.models import gguf
+
+    monkeypatch.setattr(gguf, "_MAX_KEPT_VALUES", 150)
+    monkeypatch.setattr(gguf, "_MAX_KEPT_BYTES", 14)  # keys count too
+    path = tmp_path / "kept.gguf"
+    write_gguf(path, {"a": (ARR, (U8, [1] * 100)), "b": (ARR, (U8, [2] * 100)),
+                      "s": (STR, "0123456789"), "t": (STR, "x")})
+    header = read_gguf_header(path, whole_arrays=True)
+    assert header.metadata == {"a": [1] * 100, "s": "0123456789"}  # b and t: over budget
+    assert header.array_lengths == {"b": 100}

@@ -117,6 +117,33 @@ def test_a_copy_never_takes_a_configured_name():
     assert models.copies == {"claude-special": "general"}
 
 
+@pytest.mark.parametrize("name", ["x" * 1_048_576, "x" * 257, "a\x00b", "tab\tname",
+                                  "line\nbreak", "two words", "zero\u200bwidth", "\x7f", ""])
+def test_a_copy_name_must_be_short_and_printable(name):
+    models = _models()
+    with pytest.raises(InvalidRequest) as caught:
+        models.copy("general", name)
+    assert caught.value.param == "destination" and len(caught.value.message) < 200
+    assert models.copies == {}
+    models.copy("general", "x" * 256)
+    models.copy("general", "hf.co/owner/repo-v1.2_b:Q4_K_M")
+
+
+def test_copies_are_capped_and_pointing_one_anew_is_not_another(monkeypatch):
+    from parlance.models import names
+
+    monkeypatch.setattr(names, "MAX_COPIES", 3)
+    models = _models()
+    for name in ("a", "b", "c"):
+        models.copy("general", name)
+    with pytest.raises(InvalidRequest, match="at most 3 copied names"):
+        models.copy("general", "d")
+    models.copy("pinned", "c:latest")  # the same name pointed anew
+    assert models.copies == {"a": "general", "b": "general", "c:latest": "pinned:latest"}
+    models.forget_copy("a")
+    models.copy("general", "d")
+
+
 def test_forgetting_copies():
     models = _models()
     models.copy("general", "a")

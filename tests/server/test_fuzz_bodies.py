@@ -7,14 +7,22 @@ route) with one field, declared by the route's wire model or present in the body
 any depth, replaced by raw JSON text: a value of another type, deep nesting, huge or
 non-finite numbers, lone surrogates, NULs, huge lists, or removed. The app runs over
 the fake engine without a models directory, and any attempt to open a network
-connection fails the test (the download route must refuse before reaching out)."""
+connection fails the test (the download route must refuse before reaching out).
+
+Also hostile input that is not a body: `starting_after` cursors of a Responses stream
+replay, and GGUF headers a download could plant in the models directory (nesting
+thousands deep, counts and lengths past the file, truncation, flipped bytes), read by
+the header reader itself: a header or a ValueError, nothing else."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import socket
+import struct
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -41,6 +49,7 @@ from parlance.dialects.openai.completions import CompletionRequest
 from parlance.dialects.openai.embeddings import EmbeddingsBody
 from parlance.dialects.openai.responses.request import ResponsesRequest
 from parlance.engines.fake import FakeEngine
+from parlance.models.gguf import GgufHeader, read_gguf_header
 from tests.anthropic_contract import stream_events
 from tests.conftest import make_app
 from tests.lmstudio_contract import checked_events
@@ -332,5 +341,129 @@ def test_malformed_bodies_never_get_a_5xx(route: PostRoute) -> None:
     @given(body=bodies(route))
     def check(body: bytes) -> None:
         asyncio.run(exchange(route.path, body, route.method))
+
+    check()
+
+
+# -- hostile cursors ------------------------------------------------------------------
+
+cursors = (st.integers() | st.integers(-70, 70).map(str) | st.text(max_size=12)
+           | st.sampled_from(["", "-0", "+3", "0x1", "1e3", "1.0", " 2", "٣", "9" * 400]))
+
+
+async def replayed_from(cursor: Any) -> None:
+    """A stored response's stream and a finished background response's, from `cursor`:
+    a refusal in the OpenAI envelope, or the events after it in order, then [DONE]."""
+    app = make_app(FakeEngine())
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test",
+                                 timeout=30) as client:
+        body = {"model": "fake-model", "input": "Hi", "max_output_tokens": 4}
+        stored = (await client.post("/v1/responses", json=body)).json()
+        background = (await client.post("/v1/responses",
+                                        json={**body, "background": True})).json()
+        for _ in range(3000):
+            if (await client.get(f"/v1/responses/{background['id']}")).json()[
+                    "status"] == "completed":
+                break
+            await asyncio.sleep(0.01)
+        for response_id in (stored["id"], background["id"]):
+            path = f"/v1/responses/{response_id}"
+            response = await client.get(path, params={"stream": "true",
+                                                      "starting_after": str(cursor)})
+            where = f"{path} starting_after={cursor!r}"
+            assert response.status_code < 500, f"{where} -> {response.status_code}"
+            if response.status_code >= 400:
+                assert checked_error(path, response)["param"] == "starting_after", where
+                continue
+            frames = sse_data(response.text)
+            assert frames[-1] == "[DONE]", where
+            numbers = [frame["sequence_number"] for frame in frames[:-1]]
+            assert numbers == list(range(int(cursor) + 1, int(cursor) + 1 + len(numbers)))
+
+
+def test_hostile_cursors_never_replay_out_of_order_nor_get_a_5xx() -> None:
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(cursor=cursors)
+    def check(cursor: Any) -> None:
+        asyncio.run(replayed_from(cursor))
+
+    check()
+
+
+# -- hostile GGUF headers -------------------------------------------------------------
+
+U8, STR, ARR = 0, 8, 9
+FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+         12: "d"}
+HUGE = st.sampled_from([2**31, 2**32 - 1, 2**40, 2**62, 2**63, 2**64 - 1])
+counts = st.integers(0, 4) | HUGE
+value_types = st.sampled_from([ARR, ARR, ARR, ARR, STR, STR, *FIXED, 13, 2**32 - 1])
+
+
+@st.composite
+def payload(draw: Any, vtype: int, depth: int) -> bytes:
+    """The bytes of one value of `vtype` (an array's elements carry no type of their own)."""
+    if vtype in FIXED:
+        size = struct.calcsize("<" + FIXED[vtype])
+        return draw(st.binary(min_size=size, max_size=size))
+    if vtype == STR:
+        body = draw(st.binary(max_size=24))
+        return struct.pack("<Q", draw(st.just(len(body)) | HUGE)) + body
+    if vtype != ARR:
+        return draw(st.binary(max_size=8))  # an unknown type: whatever follows
+    if depth >= 3 or draw(st.booleans()):  # arrays of arrays nested d deep, one element each
+        d = draw(st.integers(1, 30) | st.integers(30, 20_000))
+        return struct.pack("<IQ", ARR, 1) * (d - 1) + struct.pack("<IQ", U8, 0)
+    etype = draw(value_types)
+    n = draw(st.integers(0, 4))
+    told = draw(st.just(n) | HUGE)
+    items = [draw(payload(etype, depth + 1)) for _ in range(n)]
+    return struct.pack("<IQ", etype, told) + b"".join(items)
+
+
+@st.composite
+def gguf_files(draw: Any) -> bytes:
+    kvs = []
+    for _ in range(draw(st.integers(1, 4))):
+        key = draw(st.binary(max_size=8))
+        vtype = draw(value_types)
+        kvs.append(struct.pack("<Q", len(key)) + key + struct.pack("<I", vtype)
+                   + draw(payload(vtype, 0)))
+    tensors = []
+    for _ in range(draw(st.integers(0, 2))):
+        dims = draw(st.lists(st.integers(0, 2**64 - 1), max_size=5))
+        told = draw(st.just(len(dims)) | st.sampled_from([2**31, 2**32 - 1]))
+        tensors.append(struct.pack("<Q", 1) + b"t" + struct.pack("<I", told)
+                       + b"".join(struct.pack("<Q", d) for d in dims)
+                       + struct.pack("<IQ", 2, draw(st.integers(0, 2**64 - 1))))
+    n_tensors = draw(st.just(len(tensors)) | HUGE)
+    n_kv = draw(st.just(len(kvs)) | HUGE)
+    version = draw(st.sampled_from([3, 3, 3, 2, 2, 1, 2**32 - 1]))
+    data = (b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv) + b"".join(kvs)
+            + b"".join(tensors) + b"\0" * draw(st.integers(0, 64)))
+    if draw(st.integers(0, 3)) == 0:
+        data = data[:draw(st.integers(0, len(data)))]
+    if data and draw(st.integers(0, 3)) == 0:
+        at = draw(st.integers(0, len(data) - 1))
+        data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1:]
+    return data
+
+
+def test_hostile_gguf_headers_are_read_or_refused_never_anything_else() -> None:
+    @settings(max_examples=300, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=gguf_files())
+    def check(data: bytes) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "planted.gguf"
+            path.write_bytes(data)
+            for whole in (False, True):
+                try:
+                    header = read_gguf_header(path, whole_arrays=whole)
+                except ValueError:
+                    continue
+                assert isinstance(header, GgufHeader)
 
     check()

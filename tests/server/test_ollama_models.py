@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +28,7 @@ from starlette.routing import Route
 
 from parlance.engines.fake import FakeEngine
 from parlance.models.catalog import catalog
+from parlance.models.downloads import DownloadLimits
 from parlance.models.registry import BUILTIN, ModelSpec
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
@@ -168,6 +170,31 @@ async def test_show_capabilities_and_license_of_another_model(tmp_path):
     assert (await client.show("acme/embed")).capabilities == ["embedding"]
 
 
+async def test_a_planted_gguf_leaves_every_listing_up(tmp_path):
+    """A file whose one value nests arrays 5000 deep (60 KB, past a download's check of
+    the magic bytes) is listed without its details, in Ollama's and LM Studio's lists."""
+    planted = tmp_path / "models" / "evil" / "deep.gguf"
+    planted.parent.mkdir(parents=True)
+    nesting = struct.pack("<I", ARR) + struct.pack("<IQ", ARR, 1) * 4999 + struct.pack(
+        "<IQ", U32, 0)
+    planted.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k"
+                        + nesting)
+    _, app = make(tmp_path)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://parlance.test") as http:
+        for _ in range(2):  # and again: nothing was left broken
+            tags = await http.get("/api/tags")
+            assert tags.status_code == 200, tags.text
+            names = [m["model"] for m in tags.json()["models"]]
+            assert "evil/deep:latest" in names
+            shown = await http.post("/api/show", json={"model": "evil/deep", "verbose": True})
+            assert shown.status_code == 200, shown.text
+            assert shown.json()["model_info"] == {}
+            listed = await http.get("/api/v1/models")
+            assert listed.status_code == 200, listed.text
+            assert "evil/deep" in [m["key"] for m in listed.json()["models"]]
+
+
 async def test_errors_use_ollamas_envelope_and_statuses(client, raw):
     with pytest.raises(ollama.ResponseError) as caught:
         await client.show("nope:latest")
@@ -297,22 +324,33 @@ class Origin:
         self.files: dict[str, bytes] = {}
         self.gate = threading.Event()
         self.vanished = False
+        self.ranges: list[str | None] = []  # the Range header of each request
+        self.dropped = threading.Event()  # a download left before the end of its file
 
     async def serve(self, request: Request) -> Response:
         name = request.path_params["name"]
+        self.ranges.append(request.headers.get("range"))
         vanishing = name.startswith("vanishing")
         if name.startswith("missing") or (vanishing and self.vanished):
             return PlainTextResponse("no such file", status_code=404)
         data = self.files[name]
         half = len(data) // 2
+        start = int(request.headers.get("range", "bytes=0-")[6:].rstrip("-"))
+        if start:  # a resumed pull: the rest, as a 206
+            return Response(data[start:], status_code=206, headers={
+                "content-range": f"bytes {start}-{len(data) - 1}/{len(data)}"})
 
         async def body() -> AsyncIterator[bytes]:
             yield data[:half]
             if vanishing:
                 self.vanished = True
                 raise ConnectionAbortedError("the origin drops the connection")
-            while not self.gate.is_set():
-                await asyncio.sleep(0.005)
+            try:
+                while not self.gate.is_set():
+                    await asyncio.sleep(0.005)
+            except BaseException:
+                self.dropped.set()
+                raise
             yield data[half:]
 
         return StreamingResponse(body(), headers={"content-length": str(len(data))},
@@ -454,3 +492,56 @@ async def test_a_model_without_a_readable_gguf_header_is_listed_and_shown_plainl
     assert shown.modelfile.splitlines()[1] == "FROM fake-alias:latest"
     [running] = (await client.ps()).models
     assert running.model == "fake-model:latest" and running.context_length == 2048
+
+
+async def test_a_streamed_pull_whose_client_leaves_stops_its_download(tmp_path, origin):
+    """Ollama has no cancel call: a pull's download stops once nobody follows it, and
+    the next pull resumes what it fetched."""
+    state, base = origin
+    data = tiny_gguf(tmp_path / "src" / "left.gguf", data_bytes=100_000)
+    state.files["left.gguf"] = data
+    part = tmp_path / "models" / "127.0.0.1" / "left.gguf.part"
+    _, app = make(tmp_path)
+    async with serving(app) as address, httpx.AsyncClient(timeout=PATIENCE) as http:
+        async with http.stream("POST", f"http://{address}/api/pull",
+                               json={"model": f"{base}/left.gguf"}) as answer:
+            lines = answer.aiter_lines()
+            while json.loads(await anext(lines)).get("completed") != len(data) // 2:
+                pass
+        # the client left while the origin holds the second half: the download stops
+        assert await asyncio.to_thread(state.dropped.wait, PATIENCE)
+        state.gate.set()
+        done = await http.post(f"http://{address}/api/pull",
+                               json={"model": f"{base}/left.gguf", "stream": False})
+        assert done.json() == {"status": "success"}
+    assert state.ranges == [None, f"bytes={len(data) // 2}-"]  # stopped, then resumed
+    assert not part.exists()
+    assert (tmp_path / "models" / "127.0.0.1" / "left.gguf").read_bytes() == data
+
+
+async def test_pulls_beyond_the_download_limit_are_refused_in_each_envelope(tmp_path, origin):
+    state, base = origin
+    for name in ("one.gguf", "two.gguf"):
+        state.files[name] = tiny_gguf(tmp_path / "src" / name, data_bytes=100_000)
+    _, app = make(tmp_path, download_limits=DownloadLimits(max_jobs=1, min_free_bytes=0))
+    async with serving(app) as address, httpx.AsyncClient(timeout=PATIENCE) as http:
+        held = await http.post(f"http://{address}/api/v1/models/download",
+                               json={"model": f"{base}/one.gguf"})
+        assert held.json()["status"] == "downloading"
+        refused = await http.post(f"http://{address}/api/pull",
+                                  json={"model": f"{base}/two.gguf"})
+        assert refused.status_code == 503 and "--download-max-jobs" in refused.json()["error"]
+        lmstudio = await http.post(f"http://{address}/api/v1/models/download",
+                                   json={"model": f"{base}/two.gguf"})
+        assert lmstudio.status_code == 429 and "retry-after" in lmstudio.headers
+        assert "--download-max-jobs" in lmstudio.json()["error"]["message"]
+        state.gate.set()
+
+
+async def test_copy_names_are_bounded(client, raw):
+    for destination in ["x" * 1_048_576, "a\u0000b", "bell\u0007", "new\nline"]:
+        answer = await raw.post("/api/copy", json={"source": "fake-model",
+                                                   "destination": destination})
+        assert answer.status_code == 400 and set(answer.json()) == {"error"}
+        assert len(answer.text) < 300  # the name is not echoed back
+    assert (await client.copy("fake-model", "ok-name:v1")).status == "success"

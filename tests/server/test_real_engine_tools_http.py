@@ -177,3 +177,43 @@ async def test_required_calls_never_leak_markup_nor_repeat(llama, max_tokens):
     assert '"finish_reason":"' + choice["finish_reason"] + '"' in streamed
     items = [(i["type"], i.get("name"), json.loads(i["arguments"])) for i in answer["output"]]
     assert items == [("function_call", n, a) for n, a in calls]
+
+
+HUGE_PATTERN = {"type": "object", "properties": {
+    "code": {"type": "string", "pattern": "^a{1000000}$"}}, "required": ["code"]}
+ASK = [{"role": "user", "content": "Call f."}]
+TOO_LARGE = [  # (path, body, the parameter named) in every dialect with schemas
+    ("/v1/chat/completions", {"model": MODEL_ID, "messages": ASK, "tool_choice": "required",
+                              "tools": [{"type": "function", "function": {
+                                  "name": "f", "parameters": HUGE_PATTERN}}]},
+     "tools[0].function.parameters"),
+    ("/v1/chat/completions", {"model": MODEL_ID, "messages": ASK, "stream": True,
+                              "response_format": {"type": "json_schema", "json_schema": {
+                                  "name": "f", "schema": HUGE_PATTERN}}},
+     "response_format.json_schema.schema"),
+    ("/v1/responses", {"model": MODEL_ID, "input": "Call f.", "tool_choice": "required",
+                       "tools": [{"type": "function", "name": "f",
+                                  "parameters": HUGE_PATTERN}]}, "tools[0].parameters"),
+    ("/v1/messages", {"model": MODEL_ID, "max_tokens": 16, "messages": ASK,
+                      "tool_choice": {"type": "any"},
+                      "tools": [{"name": "f", "input_schema": HUGE_PATTERN}]},
+     "tools[0].input_schema"),
+    ("/api/chat", {"model": MODEL_ID, "messages": ASK, "format": HUGE_PATTERN}, "format"),
+    ("/api/chat", {"model": MODEL_ID, "messages": ASK, "tools": [
+        {"type": "function", "function": {"name": "f", "parameters": HUGE_PATTERN}}]},
+     "tools[0].function.parameters"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "param"), TOO_LARGE,
+                         ids=[f"{p}:{n}" for (p, _, n) in TOO_LARGE])
+async def test_a_schema_too_large_to_enforce_is_a_400_naming_it(llama, path, body, param):
+    """Never a 200 with free text where the client asked for a call or a format."""
+    async with asgi_client(make_app(llama)) as http:
+        response = await http.post(path, json=body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    message = error if isinstance(error, str) else error["message"]
+    assert param in message and "^a{1000000}$" in message
+    if isinstance(error, dict) and "param" in error:
+        assert error["param"] == param

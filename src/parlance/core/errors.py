@@ -26,6 +26,7 @@ otherwise (`dialects/*/errors.py`).
     │   └── ToolServerFailed    the operator's configured MCP server (a plugin) failed
     ├── NotImplementedHere      a documented feature this server does not offer
     └── EngineFailure           the engine broke while generating
+        └── UpstreamFailure     an upstream server failed the request (502)
 """
 
 from __future__ import annotations
@@ -191,4 +192,16 @@ class EngineFailure(ParlanceError):
     status = 500
 
     def __init__(self, message: str, *, code: str = "engine_error"):
+        super().__init__(message, code=code)
+
+
+class UpstreamFailure(EngineFailure):
+    """An upstream server this one relays failed the request: a server error, a stream
+    it broke, cut short or garbled (502 Bad Gateway). The message says which replica
+    and what status, never what the server sent (it may hold secrets or internals)."""
+
+    kind = "upstream_failure"
+    status = 502
+
+    def __init__(self, message: str, *, code: str = "upstream_error"):
         super().__init__(message, code=code)

@@ -7,15 +7,21 @@ cancellation so the next attempt only fetches what is missing.
 A client names the URL, so the job tells it nothing about what it reached unless it is a GGUF
 file: no size or progress before the first bytes prove it, and failures in fixed words (never
 the server's bytes, headers or socket errors; a refused connection reads like a closed port).
+
+A job has a deadline (its `.part` stays for a resume) and leaves `min_free_bytes` of the disk
+free: a file announced larger than the room left is refused before it is written, and one
+that fills the disk while it is written is stopped and its `.part` deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import re
 import secrets
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -31,6 +37,7 @@ log = logging.getLogger("parlance.models")
 
 GGUF_MAGIC = b"GGUF"
 RATE_WINDOW = 5.0  # seconds of recent transfer behind bytes_per_second: a stall shows soon
+DISK_CHECK_EVERY = 64 * 2**20  # bytes written between checks of the free disk
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
 
@@ -40,6 +47,10 @@ class DownloadError(Exception):
 
 class NotGGUF(DownloadError):
     """The bytes are no GGUF model (a web page, say): the `.part` is deleted, not resumed."""
+
+
+class NoRoom(DownloadError):
+    """The file does not fit the disk this server keeps free: the `.part` is deleted."""
 
 
 class _Retry(Exception):
@@ -97,7 +108,8 @@ class DownloadJob:
     """The state of one download and the coroutine (`run`) that performs it."""
 
     def __init__(self, url: str, dest: Path, client_factory: Callable[[], httpx2.AsyncClient],
-                 retry_delays: Sequence[float]) -> None:
+                 retry_delays: Sequence[float], *, timeout: float | None = None,
+                 min_free_bytes: int = 0) -> None:
         self.id = f"job_{secrets.token_hex(5)}"
         self.url = url
         self.dest = dest
@@ -113,6 +125,10 @@ class DownloadJob:
         self.headers_seen = asyncio.Event()
         self.ended = asyncio.Event()  # completed, failed or paused: followers stop waiting
         self.failed_here = False  # the failure is this server's (writing the file), not the URL's
+        self.followers = 0  # pulls following it now (`DownloadManager.follow`)
+        self.unfollowed = False  # someone asked for it without following it: it runs on
+        self._timeout = timeout
+        self._min_free = min_free_bytes
         self._client_factory = client_factory
         self._retry_delays = tuple(retry_delays)
         self._rate = RateMeter()
@@ -143,8 +159,9 @@ class DownloadJob:
         """Download to the end. Failures become the `failed` state; cancellation `paused`."""
         try:
             self.dest.parent.mkdir(parents=True, exist_ok=True)
-            async with self._client_factory() as client:
-                await self._fetch_with_retries(client)
+            async with asyncio.timeout(self._timeout):
+                async with self._client_factory() as client:
+                    await self._fetch_with_retries(client)
             await asyncio.to_thread(self._finish)
             self.completed_at = datetime.now(UTC)
             self.total = self.downloaded
@@ -152,14 +169,23 @@ class DownloadJob:
         except asyncio.CancelledError:
             self.state = "paused"
             raise
+        except TimeoutError:
+            self._fail(f"download failed: it took longer than {self._timeout:g} seconds "
+                       "(parlance serve --download-timeout); asking again resumes it")
         except NotGGUF as exc:
             self.part.unlink(missing_ok=True)
+            self._fail(str(exc))
+        except NoRoom as exc:
+            self.part.unlink(missing_ok=True)
+            self.failed_here = True
             self._fail(str(exc))
         except DownloadError as exc:
             self._fail(str(exc))
         except httpx2.TooManyRedirects:
             self._fail("download failed: too many redirects")
         except OSError as exc:  # the models directory, not the network (httpx2 wraps those)
+            if exc.errno == errno.ENOSPC:
+                self.part.unlink(missing_ok=True)
             self.failed_here = True
             self._fail(f"download failed: cannot write the model file ({exc.strerror})")
         except Exception:  # a background task: any error must end the job
@@ -205,11 +231,17 @@ class DownloadJob:
             self._rate.restart()
             if not offset:  # a fresh start: these bytes must prove themselves again
                 self._magic_ok = False
+            if self.total is not None:
+                self._check_room(self.total - offset)
+            checked = offset
             # Buffered appends to a local file: cheap enough to do on the event loop.
             with open(self.part, "ab" if offset else "wb") as out:  # noqa: ASYNC230
                 async for chunk in response.aiter_bytes():
                     out.write(chunk)
                     self.downloaded += len(chunk)
+                    if self.downloaded - checked >= DISK_CHECK_EVERY:
+                        checked = self.downloaded
+                        self._check_room(0)
                     self._received += len(chunk)
                     self._rate.add(len(chunk))
                     if not self._magic_ok and self.downloaded >= len(GGUF_MAGIC):
@@ -248,6 +280,14 @@ class DownloadJob:
             self.part.unlink(missing_ok=True)
             raise _Retry("the file changed size on the server; restarting")
         self.total = total
+
+    def _check_room(self, needed: int) -> None:
+        """`needed` more bytes must leave `min_free_bytes` of the disk free."""
+        free = shutil.disk_usage(self.dest.parent).free
+        if free - needed < self._min_free:
+            raise NoRoom(f"download failed: not enough free disk space for the model file "
+                         f"(it needs {needed} more bytes, {free} are free and the server "
+                         f"keeps {self._min_free} free: parlance serve --download-min-free-mb)")
 
     def _check_magic(self) -> None:
         with open(self.part, "rb") as part:

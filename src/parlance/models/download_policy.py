@@ -20,12 +20,13 @@ def no_models_dir() -> InvalidRequest:
                           "(parlance serve --models-dir).", code="no_models_dir")
 
 
-async def start_download(downloads: DownloadManager, url: str) -> dict[str, Any]:
+async def start_download(downloads: DownloadManager, url: str, *,
+                         followed: bool = False) -> dict[str, Any]:
     """Start or join the download of `url` (`DownloadManager.start`); a URL that is no
     http(s) link to a .gguf file, or that reaches a refused address, is the client's
     mistake (400 naming `model`)."""
     try:
-        return await downloads.start(url)
+        return await downloads.start(url, followed=followed)
     except ValueError as exc:
         raise InvalidRequest(str(exc), param="model") from exc
 

@@ -6,6 +6,12 @@ requests for one file never write the same `.part`; the engine itself is never i
 A client names the URL, so it may reach only public addresses unless the operator allow-listed
 its host (`parlance.net.guard`): checked when the download is asked for (a clear 400), and again
 on every connection, redirects included (the job then fails without saying what it reached).
+
+Bounded (`DownloadLimits`): at most `max_jobs` run at once (one more is refused as overloaded),
+each within `timeout` seconds (its `.part` stays for a later resume), and never past
+`min_free_bytes` of free disk, checked against the announced size and while writing. Neither
+API has a cancel call: a job an Ollama pull started ends when every pull following it has
+left, as Ollama's own downloads do; one LM Studio's endpoint started runs until its deadline.
 """
 
 from __future__ import annotations
@@ -13,19 +19,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httpx2
 
+from parlance.core.errors import Overloaded
 from parlance.models.download_job import DownloadJob
 from parlance.net.guard import NON_PUBLIC, RefusedURL, check_url, public_only_client
 
 HF_HOSTS = frozenset({"huggingface.co", "www.huggingface.co", "hf.co"})
 HEADERS_WAIT = 10.0  # how long `start` waits for the first response before answering anyway
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # pauses before each resume of a dropped connection
+
+
+@dataclass(frozen=True, slots=True)
+class DownloadLimits:
+    max_jobs: int = 4  # downloads running at once
+    timeout: float = 6 * 3600.0  # seconds one job may take (a 100 GB file at 5 MB/s)
+    min_free_bytes: int = 2**30  # free disk a download always leaves
 
 
 def download_client(allowed_hosts: tuple[str, ...]) -> httpx2.AsyncClient:
@@ -65,21 +80,25 @@ class DownloadManager:
     """Starts downloads, answers their status, and cancels them on shutdown."""
 
     def __init__(self, models_dir: Path, *, allowed_hosts: tuple[str, ...] = (),
-                 retry_delays: Sequence[float] = RETRY_DELAYS) -> None:
+                 retry_delays: Sequence[float] = RETRY_DELAYS,
+                 limits: DownloadLimits = DownloadLimits()) -> None:
         """`allowed_hosts`: non-public hosts downloads may reach all the same."""
         self.models_dir = Path(models_dir)
+        self.limits = limits
         self._allowed_hosts = allowed_hosts
         self._client_factory = functools.partial(download_client, allowed_hosts)
         self._retry_delays = tuple(retry_delays)
         self._jobs: dict[str, DownloadJob] = {}
         self._running: dict[Path, DownloadJob] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # by job id, while it runs
 
-    async def start(self, url: str) -> dict[str, Any]:
+    async def start(self, url: str, *, followed: bool = False) -> dict[str, Any]:
         """Start (or join) the download of `url`; answers once the first response is in.
+        `followed`: the job ends when the last of its followers leaves (`follow`), unless
+        a caller that does not follow it also asked for it.
 
         Raises ValueError for a URL that is not an http(s) link to a `.gguf` file, or that
-        reaches a non-public address.
+        reaches a non-public address; Overloaded when `max_jobs` already run.
         """
         dest = destination_for(self.models_dir, url)
         try:
@@ -94,12 +113,19 @@ class DownloadManager:
             return {"status": "already_downloaded"}
         job = self._running.get(dest)
         if job is None:
-            job = DownloadJob(url, dest, self._client_factory, self._retry_delays)
+            if len(self._running) >= self.limits.max_jobs:
+                raise Overloaded(f"{self.limits.max_jobs} downloads are running already "
+                                 "(parlance serve --download-max-jobs); retry once one has "
+                                 "finished.", retry_after=30.0)
+            job = DownloadJob(url, dest, self._client_factory, self._retry_delays,
+                              timeout=self.limits.timeout,
+                              min_free_bytes=self.limits.min_free_bytes)
             self._jobs[job.id] = job
             self._running[dest] = job
             task = asyncio.create_task(job.run(), name=f"download {job.id}")
-            self._tasks.add(task)
+            self._tasks[job.id] = task
             task.add_done_callback(functools.partial(self._finished, job=job))
+        job.unfollowed = job.unfollowed or not followed
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(job.headers_seen.wait(), HEADERS_WAIT)
         return job.status()
@@ -108,6 +134,24 @@ class DownloadManager:
         """The job itself, for a caller that follows its progress (Ollama's pull)."""
         return self._jobs.get(job_id)
 
+    def follow(self, job: DownloadJob) -> Callable[[], None]:
+        """Count one more follower of `job`; call what this returns when it leaves. A job
+        only followers asked for is stopped (paused, its `.part` kept) once none is left."""
+        job.followers += 1
+        left = False
+
+        def leave() -> None:
+            nonlocal left
+            if left:
+                return
+            left = True
+            job.followers -= 1
+            task = self._tasks.get(job.id)
+            if not job.followers and not job.unfollowed and task is not None:
+                task.cancel()
+
+        return leave
+
     def status(self, job_id: str) -> dict[str, Any] | None:
         """The job's LM Studio status object, or None for an unknown id."""
         job = self._jobs.get(job_id)
@@ -115,12 +159,12 @@ class DownloadManager:
 
     async def aclose(self) -> None:
         """Cancel running downloads; their `.part` files stay for a later resume."""
-        tasks = list(self._tasks)
+        tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def _finished(self, task: asyncio.Task[None], job: DownloadJob) -> None:
-        self._tasks.discard(task)
+        self._tasks.pop(job.id, None)
         if self._running.get(job.dest) is job:
             del self._running[job.dest]

@@ -4,6 +4,12 @@ Listing models must not load them: this reads only the key/value header and the 
 info table (never tensor data), so describing a multi-gigabyte model costs milliseconds
 (~20 ms for SmolLM2, mostly walking its vocabulary). Large arrays (tokenizer vocabularies,
 merges) are skipped, not kept.
+
+A file in the models directory may come from anywhere (a download names only its
+first four bytes), so the reader is bounded: arrays are walked with a stack of their
+own (never recursion) and at most `_MAX_NESTING` deep; every count and length must
+fit in what is left of the file; the values walked and the values kept have budgets.
+A header past any bound is a ValueError like any other malformed file.
 Format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md (v2 and v3, little-endian).
 """
 
@@ -24,6 +30,14 @@ _CHUNK = 1 << 20
 # Strings and arrays longer than this are skipped rather than kept (nothing we report is that big).
 _MAX_KEPT_STRING = 1 << 20
 _MAX_KEPT_ARRAY = 256
+# Bounds against a hostile header. llama.cpp itself reads no array of arrays and no tensor
+# of more than 4 dimensions; the largest vocabularies (~260K tokens, ~500K merges) walk
+# about a million values, and keeping all of one header's arrays a few million.
+_MAX_NESTING = 8
+_MAX_DIMS = 4
+_MAX_WALKED = 1 << 24
+_MAX_KEPT_VALUES = 1 << 23
+_MAX_KEPT_BYTES = 1 << 26
 
 # GGUF value types with a fixed size: type id -> struct format.
 _FIXED: dict[int, str] = {
@@ -41,6 +55,10 @@ _FIXED: dict[int, str] = {
 }
 _STRING, _ARRAY = 8, 9
 _U64 = struct.Struct("<Q")
+# The fewest bytes a value of each type takes: a count of N of them needs N times that.
+_MIN_SIZE = {**{t: struct.calcsize(f) for t, f in _FIXED.items()}, _STRING: 8, _ARRAY: 12}
+_MIN_KV = 8 + 4 + 1  # key length, value type, the smallest value
+_MIN_TENSOR = 8 + 4 + 4 + 8  # name length, dimension count, ggml type, offset
 
 # llama.cpp's `enum llama_ftype` (include/llama.h); 4-6 and 33-35 were removed upstream.
 _FTYPE_NAMES: dict[int, str] = {
@@ -90,6 +108,18 @@ class _Truncated(_Malformed):
         super().__init__("truncated GGUF header")
 
 
+class _Array:
+    """An array being read: its element type, how many elements are left, and the
+    elements kept (None: walked, not kept)."""
+
+    __slots__ = ("count", "etype", "items", "left")
+
+    def __init__(self, etype: int, count: int, items: list[Any] | None, *,
+                 done: bool = False) -> None:
+        self.etype, self.count, self.items = etype, count, items
+        self.left = 0 if done else count
+
+
 class _Reader:
     """Buffered little-endian reader that can skip cheaply and never reads past the file."""
 
@@ -100,10 +130,22 @@ class _Reader:
         self._buf = b""
         self._pos = 0  # position in _buf
         self._base = 0  # file offset of _buf[0]
+        self._walked = 0  # values read or skipped one by one
+        self._kept_values = 0  # elements of kept arrays
+        self._kept_bytes = 0  # bytes of kept strings
         self.array_length = 0  # element count of the last array read or skipped
 
     def tell(self) -> int:
         return self._base + self._pos
+
+    def walk(self, count: int, size: int) -> None:
+        """`count` values of at least `size` bytes each are next: they must fit in the
+        rest of the file, and within the budget of values walked one by one."""
+        if count * size > self._size - self.tell():
+            raise _Truncated
+        self._walked += count
+        if self._walked > _MAX_WALKED:
+            raise _Malformed(f"more than {_MAX_WALKED} values in the GGUF header")
 
     def _need(self, n: int) -> None:
         if self.tell() + n > self._size:
@@ -156,36 +198,68 @@ class _Reader:
 
     def string(self, keep: bool = True) -> str | None:
         n = self.unpack("<Q")
-        if not keep or n > _MAX_KEPT_STRING:
+        if not keep or n > _MAX_KEPT_STRING or self._kept_bytes + n > _MAX_KEPT_BYTES:
             self.skip(n)
             return None
+        self._kept_bytes += n
         return self.read(n).decode("utf-8", errors="replace")
 
     def value(self, vtype: int, keep: bool = True) -> Any:
-        """Read (or, with keep=False, skip) one value; None means skipped."""
+        """Read (or, with keep=False, skip) one value; None means skipped. Arrays of
+        arrays are walked with a stack, never by recursion."""
+        if vtype != _ARRAY:
+            return self._scalar(vtype, keep)
+        root = self._array(keep, depth=1)
+        stack = [root]
+        while stack:
+            top = stack[-1]
+            if not top.left:
+                stack.pop()
+                if stack and stack[-1].items is not None:
+                    stack[-1].items.append(top.items)
+                continue
+            top.left -= 1
+            keep_item = top.items is not None
+            if top.etype == _ARRAY:
+                stack.append(self._array(keep_item, depth=len(stack) + 1))
+                continue
+            item = self._scalar(top.etype, keep_item)
+            if top.items is not None:
+                top.items.append(item)
+        self.array_length = root.count  # the outer count, not the last nested one's
+        return root.items
+
+    def _scalar(self, vtype: int, keep: bool) -> Any:
         fmt = _FIXED.get(vtype)
         if fmt is not None:
             return self.unpack(fmt)
         if vtype == _STRING:
             return self.string(keep)
-        if vtype == _ARRAY:
-            etype, count = self.unpack("<I"), self.unpack("<Q")
-            self.array_length = count
-            keep = keep and count <= self._max_array
-            efmt = _FIXED.get(etype)
-            if efmt is not None and not keep:
-                self.skip(count * struct.calcsize(efmt))
-                return None
-            if keep:
-                return [self.value(etype) for _ in range(count)]
-            if etype == _STRING:
-                self._skip_strings(count)
-                return None
-            for _ in range(count):  # nested arrays: walk them, keep nothing
-                self.value(etype, keep=False)
-            self.array_length = count  # the outer count, not the last nested one's
-            return None
         raise _Malformed(f"unknown GGUF value type {vtype} at offset {self.tell()}")
+
+    def _array(self, keep: bool, depth: int) -> _Array:
+        """An array's header; its elements are left to read, unless skipped at once."""
+        if depth > _MAX_NESTING:
+            raise _Malformed(f"arrays nested more than {_MAX_NESTING} deep")
+        etype, count = self.unpack("<I"), self.unpack("<Q")
+        size = _MIN_SIZE.get(etype)
+        if size is None:
+            if count:
+                raise _Malformed(f"unknown GGUF value type {etype} at offset {self.tell()}")
+            size = 0
+        keep = (keep and count <= self._max_array
+                and self._kept_values + count <= _MAX_KEPT_VALUES)
+        if keep:
+            self._kept_values += count
+        elif etype in _FIXED:
+            self.skip(count * size)
+            return _Array(etype, count, None, done=True)
+        elif etype == _STRING:
+            self.walk(count, size)
+            self._skip_strings(count)
+            return _Array(etype, count, None, done=True)
+        self.walk(count, size)
+        return _Array(etype, count, [] if keep else None)
 
 
 @dataclass(frozen=True)
@@ -211,6 +285,7 @@ def _read_header(path: Path, max_array: int = _MAX_KEPT_ARRAY) -> GgufHeader:
             if version not in (2, 3):
                 raise ValueError(f"{path}: unsupported GGUF version {version} (need 2 or 3)")
             n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
+            r.walk(n_kv, _MIN_KV)
             metadata: dict[str, Any] = {}
             array_lengths: dict[str, int] = {}
             for _ in range(n_kv):
@@ -222,9 +297,12 @@ def _read_header(path: Path, max_array: int = _MAX_KEPT_ARRAY) -> GgufHeader:
                 elif vtype == _ARRAY:
                     array_lengths[key] = r.array_length
             params, last_offset = 0, -1
+            r.walk(n_tensors, _MIN_TENSOR)
             for _ in range(n_tensors):
                 r.string(keep=False)
                 n_dims = r.unpack("<I")
+                if n_dims > _MAX_DIMS:
+                    raise _Malformed(f"a tensor with {n_dims} dimensions")
                 count = 1
                 for _ in range(n_dims):
                     count *= r.unpack("<Q")

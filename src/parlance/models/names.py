@@ -10,7 +10,9 @@ from dataclasses import replace
 
 from parlance.core.errors import InvalidRequest, ModelNotFound
 from parlance.models.loaded import Loaded, ServedModel
-from parlance.models.registry import ModelSpec, name_variants, named
+from parlance.models.registry import ModelSpec, name_problem, name_variants, named
+
+MAX_COPIES = 1000  # names given at run time (each copy rewrites the whole kept list)
 
 
 class Names:
@@ -85,9 +87,9 @@ class Names:
         name that is already a copy is pointed anew; one that names a model otherwise
         is refused, so a copy never hides a configured name."""
         spec = self.spec(source)
-        if not destination or destination != destination.strip():
-            raise InvalidRequest(f'destination "{destination}" is invalid',
-                                 param="destination")
+        problem = name_problem(destination)
+        if problem is not None:
+            raise InvalidRequest(f"destination is invalid: {problem}", param="destination")
         variants = name_variants(destination)
         owner = next((s for s in self.available() if any(v in s.names() for v in variants)),
                      None)
@@ -97,6 +99,10 @@ class Names:
         for variant in variants:
             self._copies.pop(variant, None)
         if owner is None:  # (a configured name of the model itself needs no copy)
+            if len(self._copies) >= MAX_COPIES:
+                raise InvalidRequest(f"This server keeps at most {MAX_COPIES} copied names; "
+                                     "delete some first (DELETE /api/delete).",
+                                     param="destination")
             self._copies[destination] = spec.id
         return spec
 

@@ -62,6 +62,21 @@ def is_pattern(alias: str) -> bool:
 
 
 LATEST = "latest"  # the tag an Ollama name without one stands for
+# A name given at run time (Ollama's /api/copy) at most this long: Ollama's own longest
+# names (host, namespace, model and tag) are shorter.
+MAX_NAME = 256
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a model, or None: it must be 1 to `MAX_NAME` printable
+    characters without spaces (no NUL, control or format characters)."""
+    if not name:
+        return "it is empty"
+    if len(name) > MAX_NAME:
+        return f"it is longer than {MAX_NAME} characters"
+    if not name.isprintable() or " " in name:
+        return "it holds spaces, control or other unprintable characters"
+    return None
 
 
 def split_tag(name: str) -> tuple[str, str | None]:

@@ -60,7 +60,8 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
     data = settings.data_dir
     store = ResponseStore(data / "responses.sqlite3" if data else None,
                           retention=settings.responses_retention)
-    downloads = (DownloadManager(settings.models_dir, allowed_hosts=settings.download_allow_hosts)
+    downloads = (DownloadManager(settings.models_dir, allowed_hosts=settings.download_allow_hosts,
+                                 limits=settings.download_limits)
                  if settings.models_dir else None)
 
     drain = Drain(settings.shutdown_grace)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from parlance.core.errors import EngineFailure
+from parlance.core.errors import UpstreamFailure
 from parlance.core.events import (
     Finish,
     FinishReason,
@@ -100,12 +100,16 @@ def test_a_stop_reason_that_is_no_request_stop_string_is_not_reported():
 
 
 def test_vllm_midstream_error_object_is_a_failure():
+    """Said to the client by what failed, never by what the upstream wrote (it may hold
+    internals); the operator's log gets that."""
     mapper = ChoiceMapper(0)
     with pytest.raises(StreamError) as caught:
         replay("vllm_midstream_error.sse", mapper)
-    assert isinstance(caught.value.error, EngineFailure)
-    assert caught.value.error.message == "The engine is dead."
+    assert isinstance(caught.value.error, UpstreamFailure)
+    assert caught.value.error.message == ("The upstream server reported an error while "
+                                          "generating.")
     assert caught.value.error.code == "upstream_error"
+    assert caught.value.said == "The engine is dead."
 
 
 def test_vllm_completion_logprobs():

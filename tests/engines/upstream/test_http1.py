@@ -240,3 +240,19 @@ async def test_a_response_closed_before_its_end_frees_its_connection_slot():
             await response.aclose()
         pool.close()
     assert server.connections == 3
+
+
+async def test_headers_past_their_bound_break_the_response_instead_of_growing():
+    async def answer(request, reader, writer):
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        with contextlib.suppress(ConnectionError):
+            for i in range(100_000):  # 10 MB of headers, were nobody to stop them
+                writer.write(b"x-filler-%d: %s\r\n" % (i, b"v" * 90))
+                await writer.drain()
+        return False
+
+    async with serving(answer) as server:
+        pool = pool_for(server)
+        with pytest.raises(ConnectionBroken, match="unreadable HTTP response"):
+            await pool.post("/x", b"")
+        pool.close()

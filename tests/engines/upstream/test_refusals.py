@@ -11,7 +11,7 @@ from parlance.core.errors import (
     NotImplementedHere,
     Overloaded,
 )
-from parlance.engines.upstream.refusals import classify, parse_body
+from parlance.engines.upstream.refusals import classify, parse_body, upstream_message
 
 
 @pytest.mark.parametrize("status, body", [
@@ -70,3 +70,12 @@ def test_busy_replica_is_tried_elsewhere_and_keeps_retry_after():
 def test_replica_faults_are_tried_elsewhere(status):
     refusal = classify(status, parse_body(b"<html>oops</html>"))
     assert not refusal.client_fault and isinstance(refusal.error, EngineFailure)
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 429])
+def test_a_replica_fault_says_its_status_never_what_the_body_held(status):
+    body = {"error": {"message": "password=hunter2 at /srv/app/secret.py", "type": "x"}}
+    refusal = classify(status, body)
+    assert "hunter2" not in refusal.error.message and "secret" not in refusal.error.message
+    assert str(status) in refusal.error.message
+    assert upstream_message(body) == "password=hunter2 at /srv/app/secret.py"  # for the log

@@ -47,6 +47,10 @@ class TokenConstraint:
     def failed(self) -> bool:
         return self._matcher.is_error()
 
+    @property
+    def error(self) -> str:
+        return self._matcher.get_error()
+
     def apply(self, row: np.ndarray) -> None:
         """Forbid, in this logits row (written in place), every token the grammar rejects."""
         self._matcher.unsafe_compute_mask_ptr(self._mask.ctypes.data, self._mask.nbytes)

@@ -7,18 +7,25 @@ state of that for one choice (`ChoiceGuide`).
 - A region grammar (`tool_choice: auto`) engages lazily: when the model writes a
   call marker, the text after it is fed to a fresh copy of the grammar and every
   following token is constrained until the call region is complete.
+- A grammar that breaks on a token it allowed (llguidance hit one of its limits) is
+  never dropped for unconstrained text: the choice reports it (`broken`), naming the
+  client's parameter, and the engine fails the request.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import llguidance
 import numpy as np
 
+from parlance.core.errors import InvalidRequest
 from parlance.engines.llamacpp.constraint import TokenConstraint
 from parlance.engines.parsing.output import Mode, OutputParser
 from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
+
+log = logging.getLogger("parlance.engine")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +43,7 @@ class GuidePlan:
     # tokens) itself, so the answer follows (Anthropic's `thinking.budget_tokens`).
     reasoning_budget: int | None = None
     reasoning_end: tuple[int, ...] = ()
+    forced_param: str = "tools"  # the client's parameter the forced grammar comes from
 
     @property
     def needed(self) -> bool:
@@ -53,6 +61,7 @@ class ChoiceGuide:
                                    start_in_reasoning=plan.start_in_reasoning)
         self._active: TokenConstraint | None = None
         self._forced_active = False
+        self.broken: InvalidRequest | None = None  # the active grammar broke
         self._tail = ""  # raw text not yet searched for a marker
         self._output_started = False
         # A forced grammar starts with the output, or after the reasoning the prompt opened.
@@ -87,12 +96,21 @@ class ChoiceGuide:
             return False
         active.accept(token)
         if active.failed:
-            self._active = None  # never mask with a broken grammar
+            self._active = None  # never mask with a broken grammar, nor go on without it
+            self.broken = self._broken(active)
         elif active.stopped:
             if self._forced_active:
                 return True
             self._active = None
         return False
+
+    def _broken(self, active: TokenConstraint) -> InvalidRequest:
+        param = self.plan.forced_param if self._forced_active else "tools"
+        problem = active.error.splitlines()[0] if active.error else "unknown"
+        log.warning("a grammar broke mid-answer (%s): %s", param, problem)
+        return InvalidRequest("The output could not be kept to the request's schema: the "
+                              f"grammar engine failed on it mid-answer ({problem}).",
+                              param=param, code="invalid_schema")
 
     def _watch(self, text: str) -> None:
         """Find, in the raw text, what engages a grammar: the end of the reasoning

@@ -16,6 +16,7 @@ from parlance.core.request import GenerationRequest
 from parlance.core.tools import ReasoningEffort
 from parlance.engines import grammar
 from parlance.engines.llamacpp.guide import GuidePlan
+from parlance.engines.llamacpp.pattern_probe import check_patterns
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.llamacpp.tool_prompt import tool_schemas, with_builtin_tools
 from parlance.engines.parsing.syntax import HERMES, ReasoningMarkers
@@ -89,6 +90,7 @@ def build_plan(
     reasoning = template.reasoning
     fmt = request.response_format
     grammar.check_schemas(request)
+    check_patterns(request, tokenizer)
     content_schema = None
     if fmt is not None:
         content_schema = fmt.schema if fmt.kind == "json_schema" else grammar.ANY_OBJECT
@@ -108,13 +110,15 @@ def build_plan(
     elif syntax is not None:
         region = grammar.region_grammar(tools, syntax, parallel=request.parallel_tool_calls,
                                         literal=literal)
+    forced_param = fmt.param if fmt and not tools else "tools"
     plan = GuidePlan(
         syntax=syntax, reasoning=reasoning,
         tool_names=frozenset(t.name for t in tools),
         freeform=frozenset(t.name for t in tools if t.freeform),
         start_in_reasoning=start_in_reasoning,
-        forced=_compile(forced, tokenizer, fmt.param if fmt and not tools else "tools"),
+        forced=_compile(forced, tokenizer, forced_param),
         region=_compile(region, tokenizer, "tools"),
+        forced_param=forced_param,
         tokenizer=tokenizer, n_vocab=n_vocab,
         **_budget(request, reasoning, marker_tokens),
     )

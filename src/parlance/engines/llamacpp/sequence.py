@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from parlance.core.events import Event, Finish, FinishReason, TextDelta, TokenLogprob
+from parlance.core.events import Event, Failed, Finish, FinishReason, TextDelta, TokenLogprob
 from parlance.engines.llamacpp.guide import ChoiceGuide
 from parlance.engines.llamacpp.job import Job
 from parlance.engines.llamacpp.logprobs import log_softmax_row, top_alternatives
@@ -160,6 +160,9 @@ class Sequence:
             if guide.parser.ended:  # it repeated a call word for word: nothing more to say
                 return self.finish(FinishReason.STOP)
             if guide.accept(token, text):  # a forced grammar is complete
+                return self.finish(FinishReason.STOP)
+            if guide.broken is not None:  # the request fails: its consumer stops here
+                self.job.emit(Failed(guide.broken))
                 return self.finish(FinishReason.STOP)
         if self._stops.stopped:
             return self.finish(FinishReason.STOP)

@@ -33,7 +33,7 @@ from parlance.core.events import (
     ToolCallStart,
     TopLogprob,
 )
-from parlance.engines.upstream.refusals import stream_error
+from parlance.engines.upstream.refusals import stream_error, upstream_message
 from parlance.engines.upstream.wire import FREEFORM_FIELD
 
 _REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH,
@@ -41,11 +41,13 @@ _REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH,
 
 
 class StreamError(Exception):
-    """The upstream sent an error object inside its stream."""
+    """The upstream's stream failed: an error object inside it, or a stream it made
+    unreadable. `said`: what the upstream wrote, for the operator's log only."""
 
-    def __init__(self, error: ParlanceError) -> None:
+    def __init__(self, error: ParlanceError, said: str = "") -> None:
         super().__init__(error.message)
         self.error = error
+        self.said = said
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +94,8 @@ class ChoiceMapper:
             return []
         error = chunk.get("error")
         if error or chunk.get("object") == "error":
-            raise StreamError(stream_error(error if error else chunk))
+            body = error if error else chunk
+            raise StreamError(stream_error(body), said=upstream_message({"error": body}))
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = usage

@@ -17,10 +17,10 @@ from typing import Any
 from parlance.core.embeddings import EmbeddingRequest, Embeddings, Normalize, unit
 from parlance.core.errors import (
     ContextOverflow,
-    EngineFailure,
     InvalidRequest,
     ModelUnloaded,
     NotImplementedHere,
+    UpstreamFailure,
 )
 from parlance.core.request import GenerationRequest
 from parlance.engines.metrics import EngineMetrics
@@ -102,18 +102,22 @@ class UpstreamEngine:
         sub = SubRequest(path, body, 0, 0, True)
         opened = await self._opener.open(sub, prefix_keys(request, prompt))
         mapper = ChoiceMapper(0)
-        try:
-            splitter = SseSplitter()
-            raw = await opened.response.aread()
-            for chunk in payloads(splitter.feed(raw) + splitter.end()):
+        splitter = SseSplitter(opened.replica.max_event_bytes)
+
+        def feed(datas: list[bytes]) -> None:
+            for chunk in payloads(datas):
                 if chunk is not DONE:
                     mapper.feed(chunk)
+
+        try:
+            await opened.response.stream(lambda raw: feed(splitter.feed(raw)))
+            feed(splitter.end())
         except StreamError as exc:
             raise exc.error from None
         except UpstreamHTTPError as exc:
             opened.replica.failed(at_once=True)
-            raise EngineFailure(f"The upstream replica failed while counting tokens: {exc}",
-                                code="upstream_disconnected") from None
+            raise UpstreamFailure(f"The upstream replica {opened.replica.label} failed while "
+                                  f"counting tokens: {exc}", code="upstream_disconnected") from None
         finally:
             await opened.close()
         usage = mapper.usage()
@@ -138,8 +142,9 @@ class UpstreamEngine:
             raw = await opened.response.aread()
         except UpstreamHTTPError as exc:
             opened.replica.failed(at_once=True)
-            raise EngineFailure("The upstream replica failed while embedding: "
-                                f"{type(exc).__name__}", code="upstream_disconnected") from None
+            raise UpstreamFailure(f"The upstream replica {opened.replica.label} failed while "
+                                  f"embedding: {type(exc).__name__}",
+                                  code="upstream_disconnected") from None
         finally:
             await opened.close()
         try:
@@ -147,11 +152,11 @@ class UpstreamEngine:
             data = sorted(reply["data"], key=lambda d: d["index"])
             vectors = [[float(x) for x in d["embedding"]] for d in data]
         except (ValueError, KeyError, TypeError) as exc:
-            raise EngineFailure("The upstream server answered embeddings in a shape this "
-                                "server does not read.", code="upstream_error") from exc
+            raise UpstreamFailure("The upstream server answered embeddings in a shape this "
+                                  "server does not read.") from exc
         if len(vectors) != len(inputs):
-            raise EngineFailure(f"The upstream server returned {len(vectors)} vectors for "
-                                f"{len(inputs)} inputs.", code="upstream_error")
+            raise UpstreamFailure(f"The upstream server returned {len(vectors)} vectors for "
+                                  f"{len(inputs)} inputs.")
         if request.dimensions is not None and any(len(v) != request.dimensions
                                                   for v in vectors):
             raise InvalidRequest(f"This model's vectors do not have {request.dimensions} "

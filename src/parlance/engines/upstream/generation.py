@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from parlance.core.errors import EngineFailure, ParlanceError
+from parlance.core.errors import EngineFailure, ParlanceError, UpstreamFailure
 from parlance.core.events import Event, Failed, Progress, Usage
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
@@ -233,7 +233,7 @@ class UpstreamGeneration:
 
         while True:
             replica = opened.replica
-            splitter = SseSplitter()  # one per attempt (`feed` reads this one)
+            splitter = SseSplitter(replica.max_event_bytes)  # one per attempt (`feed` reads it)
             done = False
             try:
                 await opened.response.stream(feed)
@@ -241,6 +241,8 @@ class UpstreamGeneration:
                     done = True
             except StreamError as exc:
                 await opened.close()
+                log.warning("upstream %s failed a stream: %s %s", replica.label,
+                            exc.error.message, exc.said)
                 self._deliver([Failed(exc.error)], generated=False)
                 return
             except UpstreamHTTPError as exc:
@@ -256,9 +258,9 @@ class UpstreamGeneration:
                         self._deliver([Failed(error)], generated=False)
                         return
                     continue
-                self._deliver([Failed(EngineFailure(
-                    "The upstream server of this model broke the stream before it finished.",
-                    code="upstream_disconnected"))], generated=False)
+                self._deliver([Failed(UpstreamFailure(
+                    f"The upstream replica {replica.label} broke the stream before it "
+                    "finished.", code="upstream_disconnected"))], generated=False)
                 return
             except asyncio.CancelledError:
                 await opened.close()
@@ -273,9 +275,9 @@ class UpstreamGeneration:
             await opened.close()
             if not mapper.finished and not done:
                 replica.failed(at_once=True)
-                self._deliver([Failed(EngineFailure(
-                    "The upstream server of this model ended the stream before it finished.",
-                    code="upstream_disconnected"))], generated=False)
+                self._deliver([Failed(UpstreamFailure(
+                    f"The upstream replica {replica.label} ended the stream before it "
+                    "finished.", code="upstream_disconnected"))], generated=False)
                 return
             replica.succeeded()
             usage = mapper.usage()

@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+MAX_HEADER_BYTES = 64 * 1024  # of one response's headers (a server may send them forever)
+
 
 class UpstreamHTTPError(Exception):
     """The upstream could not be reached, or broke the connection."""
@@ -235,6 +237,7 @@ class _Connection(asyncio.Protocol):
         self.usable = False
         self._parser: httptools.HttpResponseParser | None = None
         self._headers: dict[str, str] = {}
+        self._header_bytes = 0
         self._header_name = b""
         self._eof_body = False  # neither length nor chunked: the body ends at close
 
@@ -249,6 +252,7 @@ class _Connection(asyncio.Protocol):
         self.response = response
         self._parser = httptools.HttpResponseParser(self)
         self._headers = {}
+        self._header_bytes = 0
         self._eof_body = False
         self.transport.write(request)
 
@@ -285,6 +289,9 @@ class _Connection(asyncio.Protocol):
     # -- httptools callbacks ----------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value)
+        if self._header_bytes > MAX_HEADER_BYTES:  # the parser's error: the response is lost
+            raise ValueError(f"response headers over {MAX_HEADER_BYTES} bytes")
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text

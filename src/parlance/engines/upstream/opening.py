@@ -17,10 +17,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from parlance.core.errors import ContextOverflow, Overloaded, ParlanceError, Unavailable
+from parlance.core.errors import (
+    ContextOverflow,
+    Overloaded,
+    ParlanceError,
+    Unavailable,
+    UpstreamFailure,
+)
 from parlance.engines.upstream.http1 import StreamResponse, UpstreamHTTPError
 from parlance.engines.upstream.pool import Pool
-from parlance.engines.upstream.refusals import classify, parse_body
+from parlance.engines.upstream.refusals import classify, parse_body, upstream_message
 from parlance.engines.upstream.replica import Replica
 from parlance.engines.upstream.wire import SubRequest
 
@@ -102,7 +108,8 @@ class Opener:
             finally:
                 await response.aclose()
                 replica.release()
-            refusal = classify(response.status_code, parse_body(raw),
+            body_sent = parse_body(raw)
+            refusal = classify(response.status_code, body_sent,
                                response.headers.get("retry-after"))
             if refusal.client_fault:
                 replica.succeeded()  # it answered: nothing wrong with the replica
@@ -116,8 +123,11 @@ class Opener:
             if response.status_code != 429:  # a busy replica is not a broken one
                 replica.failed()
             log.warning("upstream %s answered %s %s: %s", replica.label, sub.path,
-                        response.status_code, refusal.error.message)
+                        response.status_code, upstream_message(body_sent))
             failure = refusal.error
+            if isinstance(failure, UpstreamFailure):  # which replica, not what it said
+                failure = UpstreamFailure(f"The upstream replica {replica.label} answered "
+                                          f"HTTP {response.status_code}.")
 
     async def open_all(self, subs: list[SubRequest], keys: dict[int, tuple[int, ...]], *,
                        clip: bool) -> list[Opened]:
@@ -152,9 +162,11 @@ class Opener:
             return Unavailable(f"Every upstream replica of '{self.model}' is down "
                                f"({len(replicas)} configured); retry shortly.",
                                code="upstream_unavailable")
-        return Unavailable(f"No upstream replica of '{self.model}' could take the request "
-                           f"({len(tried)} tried): {failure.message}",
-                           code="upstream_unavailable")
+        why = (f"No upstream replica of '{self.model}' could take the request "
+               f"({len(tried)} tried): {failure.message}")
+        if isinstance(failure, UpstreamFailure):  # it answered, with a server error: 502
+            return UpstreamFailure(why, code="upstream_unavailable")
+        return Unavailable(why, code="upstream_unavailable")
 
 
 async def _send(replica: Replica, path: str, body: dict[str, Any]) -> StreamResponse:

@@ -11,6 +11,11 @@ The error shapes of the servers behind us:
 vLLM and SGLang say a prompt overflows the context only in words ("maximum context
 length"), so those words are read; a `code` of `context_length_exceeded` (OpenAI,
 Parlance) is read first.
+
+A refusal that is the client's fault keeps the upstream's words (they say what to
+change). A server's own failure (5xx, an error inside its stream) is told by its status
+alone: its body may hold secrets or internals, so only the operator's log sees it
+(`upstream_message`).
 """
 
 from __future__ import annotations
@@ -23,12 +28,12 @@ from typing import Any
 
 from parlance.core.errors import (
     ContextOverflow,
-    EngineFailure,
     InvalidRequest,
     NotImplementedHere,
     Overloaded,
     ParlanceError,
     PayloadTooLarge,
+    UpstreamFailure,
 )
 
 _OVERFLOW_WORDS = re.compile(r"context (length|size|window)|too many tokens|"
@@ -60,6 +65,11 @@ def _fields(body: Any) -> tuple[str, str | None, str | None, str | None]:
     if isinstance(body, str):
         return body, None, None, None
     return "", None, None, None
+
+
+def upstream_message(body: Any) -> str:
+    """What an upstream said in an error body, for the operator's log only."""
+    return _fields(body)[0][:MAX_MESSAGE]
 
 
 def parse_body(raw: bytes) -> Any:
@@ -94,17 +104,16 @@ def classify(status: int, body: Any, retry_after: str | None = None) -> Refusal:
         if retry_after is not None:
             with contextlib.suppress(ValueError):
                 seconds = max(1.0, float(retry_after))
-        return Refusal(Overloaded(f"Every replica of this model is busy: {message}",
+        return Refusal(Overloaded("Every replica of this model is busy (HTTP 429).",
                                   retry_after=seconds), False)
-    return Refusal(EngineFailure(f"The upstream server answered HTTP {status}: {message}",
-                                 code="upstream_error"), False)
+    return Refusal(UpstreamFailure(f"The upstream server answered HTTP {status}."), False)
 
 
 def stream_error(body: Any) -> ParlanceError:
     """An error object an upstream sent inside its stream."""
     message, kind, code, _ = _fields(body if isinstance(body, dict) and "error" in body
                                      else {"error": body})
-    message = message[:MAX_MESSAGE] or "The upstream server failed while generating."
+    message = message[:MAX_MESSAGE]
     if _overflow(message, kind, code):
         return ContextOverflow(message, param="messages", code="context_length_exceeded")
-    return EngineFailure(message, code="upstream_error")
+    return UpstreamFailure("The upstream server reported an error while generating.")

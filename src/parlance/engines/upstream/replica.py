@@ -20,6 +20,7 @@ import httpx2
 
 from parlance.engines.metrics import Histogram
 from parlance.engines.upstream.http1 import StreamPool
+from parlance.engines.upstream.sse import MAX_EVENT_BYTES
 
 FAILURES_TO_OPEN = 3
 COOL_DOWN = 1.0  # seconds, doubled on each reopening
@@ -48,6 +49,7 @@ class ClientSettings:
     # too; a replica that takes longer counts as failed (a hung one is left behind).
     answer_timeout: float = 600.0
     max_connections: int = 1024  # streams at once to one replica
+    max_event_bytes: int = MAX_EVENT_BYTES  # one SSE event (a larger one fails its stream)
 
 
 @dataclass(slots=True)
@@ -145,6 +147,7 @@ class Replica:
                                   max_connections=settings.max_connections)
         self.health_timeout = settings.health_timeout
         self.answer_timeout = settings.answer_timeout
+        self.max_event_bytes = settings.max_event_bytes
         self.models: frozenset[str] = frozenset(config.models)
         self.context_lengths: dict[str, int] = {}  # model → context, where the server says
         self.slots: int | None = None  # sequences it decodes at once, where it says

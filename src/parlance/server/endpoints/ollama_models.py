@@ -8,8 +8,9 @@ the models layer's: what a model's facts are (`models/facts.py`), what may be de
   by the download manager LM Studio's download endpoint uses (single flight, resumable,
   address-guarded), its progress streamed as Ollama's NDJSON lines; a name this server
   already serves is there already (`success`). Any other name would need Ollama's
-  registry, which Parlance does not reach: a 400 that says what to pull instead. A
-  download goes on when its client leaves; pulling it again follows the same job.
+  registry, which Parlance does not reach: a 400 that says what to pull instead. As in
+  Ollama, a download stops (its `.part` kept) once every pull following it has left;
+  pulling it again resumes it, or follows the same job while it runs.
 - copy: one more name for a model (`models.served.ServedModels.copy`), kept in
   `<data dir>/model_copies.json` (`models/copies.py`) so it outlives a restart.
 """
@@ -147,7 +148,7 @@ class OllamaModels:
             return self._answer([shapes.progress("success")], stream)
         if self.downloads is None:
             raise no_models_dir()
-        started = await start_download(self.downloads, name)
+        started = await start_download(self.downloads, name, followed=True)
         file = destination_for(self.downloads.models_dir, name)
         if started["status"] == "already_downloaded":
             return self._answer(self._done_lines(file), stream)
@@ -158,6 +159,7 @@ class OllamaModels:
         drain = request.app.state.drain
         stopper = _Stop()
         drain.enrol(stopper)
+        leave = self.downloads.follow(job)
         if not stream:
             try:
                 while not job.ended.is_set() and stopper.reason is None:
@@ -165,13 +167,18 @@ class OllamaModels:
                         await asyncio.wait_for(job.ended.wait(), PROGRESS_EVERY)
             finally:
                 drain.leave(stopper)
+                leave()
             if stopper.reason is not None:
                 raise stopper.reason
             if job.state != "completed":
                 raise failure(job)
             return self._done_lines(file)[-1]
+        def close() -> None:
+            drain.leave(stopper)
+            leave()
+
         return EventStreamResponse(self._progress(job, file, stopper), framing="ndjson",
-                                   keepalive_seconds=0, on_close=lambda: drain.leave(stopper))
+                                   keepalive_seconds=0, on_close=close)
 
     async def _progress(self, job: DownloadJob, file: Path, stopper: _Stop
                         ) -> AsyncGenerator[Frame, None]:

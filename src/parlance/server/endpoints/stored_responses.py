@@ -17,7 +17,7 @@ from parlance.dialects.openai.responses.result import replay
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
 from parlance.server.endpoints.answering import answering
-from parlance.server.generation.background import BackgroundRuns
+from parlance.server.generation.background import BackgroundRuns, check_cursor
 from parlance.server.generation.conversations import Conversations
 from parlance.server.generation.counting import prompt_tokens
 from parlance.server.generation.streaming import EventStreamResponse
@@ -65,7 +65,10 @@ class StoredResponses:
             return EventStreamResponse(run.follow(after), framing=self.dialect.framing,
                                        keepalive_seconds=self.settings.keepalive_seconds,
                                        on_close=lambda: None)
-        return EventStreamResponse(replay(stored.response, after), framing=self.dialect.framing,
+        frames = replay(stored.response, None)
+        if after is not None:  # a frame's sequence number is its place; [DONE] is last
+            frames = frames[check_cursor(after, len(frames) - 1) + 1:]
+        return EventStreamResponse(frames, framing=self.dialect.framing,
                                    keepalive_seconds=0, on_close=lambda: None)
 
     async def _delete(self, request: Request) -> Response:

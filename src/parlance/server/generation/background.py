@@ -27,8 +27,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from parlance.core.errors import Cancelled, Overloaded
-from parlance.dialects.base import Backgrounds, Call, Frame, Framing
+from parlance.core.errors import Cancelled, InvalidRequest, Overloaded
+from parlance.dialects.base import DONE, Backgrounds, Call, Frame, Framing
 from parlance.server.generation.framing import dumps
 from parlance.server.generation.streaming import EventStreamResponse
 from parlance.server.generation.supervision import Started, StopSwitch
@@ -44,6 +44,7 @@ class BackgroundRun:
     def __init__(self, switch: StopSwitch) -> None:
         self.id: str | None = None  # known from the first status it announces
         self.frames: list[Frame] = []
+        self.numbered = 0  # frames with a sequence number (all but the closing [DONE])
         self.finished = asyncio.Event()
         self.first: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._switch = switch
@@ -53,6 +54,8 @@ class BackgroundRun:
         """Kept encoded: a frame's objects may still change as the response goes on."""
         data = frame.data if isinstance(frame.data, str) else dumps(frame.data)
         self.frames.append(Frame(data, frame.event))
+        if data != DONE:
+            self.numbered += 1
         self._arrival.set()
         self._arrival = asyncio.Event()
 
@@ -60,11 +63,16 @@ class BackgroundRun:
         self.finished.set()
         self._arrival.set()
 
-    async def follow(self, starting_after: int | None) -> AsyncGenerator[Frame, None]:
+    def follow(self, starting_after: int | None) -> AsyncGenerator[Frame, None]:
         """The run's frames after sequence number `starting_after` (all of them for
         None), then each as it comes, until the end. A frame's sequence number is its
-        place in the stream."""
-        index = 0 if starting_after is None else starting_after + 1
+        place in the stream; `starting_after` must be one already sent (else
+        `InvalidRequest`, raised here, before any frame)."""
+        if starting_after is None:
+            return self._frames(0)
+        return self._frames(check_cursor(starting_after, self.numbered) + 1)
+
+    async def _frames(self, index: int) -> AsyncGenerator[Frame, None]:
         while True:
             while index < len(self.frames):
                 yield self.frames[index]
@@ -77,6 +85,15 @@ class BackgroundRun:
         """Stop the generation; done once the end is stored."""
         self._switch.stop(Cancelled())
         await self.finished.wait()
+
+
+def check_cursor(starting_after: int, numbered: int) -> int:
+    """`starting_after` when it names a frame of a stream of `numbered` frames so far:
+    a cursor before the first or past the last would repeat frames or skip the end."""
+    if not 0 <= starting_after < numbered:
+        raise InvalidRequest(f"starting_after must be the sequence number of an event of "
+                             f"this stream: 0 to {numbered - 1}.", param="starting_after")
+    return starting_after
 
 
 class BackgroundRuns:

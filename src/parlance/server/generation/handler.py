@@ -11,6 +11,7 @@ ends by the dialect's contract. `start` and `frames` also serve WebSocket mode
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncGenerator
@@ -20,7 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from parlance.core.accumulate import Accumulator
-from parlance.core.errors import ContextOverflow, ParlanceError
+from parlance.core.errors import ContextOverflow, ParlanceError, RequestTimeout
 from parlance.core.events import Failed
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import (
@@ -80,7 +81,8 @@ class GenerationHandler:
             background = self.runs is not None and self.runs.takes(call)
             if background:
                 supervisor.switch = StopSwitch()
-            started = await self.start(call, supervisor, self.conversations)
+            started = await supervisor.unless_left(
+                request.receive, self.start(call, supervisor, self.conversations))
         except ParlanceError as exc:
             return error_response(self.dialect.render_error, exc)
         if background:
@@ -123,7 +125,8 @@ class GenerationHandler:
                 generation = LoadingGeneration(lease, functools.partial(
                     self._start_on, call, toolbox=toolbox))
             else:
-                call, generation = await self._start(call, lease.model, toolbox)
+                call, generation = await self._start(call, lease.model, toolbox,
+                                                     supervisor.deadline)
         except BaseException:
             if toolbox is not None:
                 await toolbox.aclose()
@@ -138,20 +141,28 @@ class GenerationHandler:
     async def _start_on(self, call: Call, model: ServedModel, *,
                         toolbox: Toolbox | None) -> Generation:
         """The generation, once a model loaded inside the response is there."""
-        return (await self._start(call, model, toolbox))[1]
+        return (await self._start(call, model, toolbox, None))[1]
 
-    async def _start(self, call: Call, model: ServedModel,
-                     toolbox: Toolbox | None) -> tuple[Call, Generation]:
+    async def _start(self, call: Call, model: ServedModel, toolbox: Toolbox | None,
+                     deadline: float | None) -> tuple[Call, Generation]:
         """Start the generation (inside the server-side tool loop when there are
         server-side tools); for a `Truncating` dialect, drop the oldest turns until
-        the prompt fits the context."""
+        the prompt fits the context. The request deadline bounds the engine's start
+        too (an upstream that never answers holds nobody past it); None: the caller's
+        own deadline already does (a load inside the response)."""
         while True:
             request = with_sampling_defaults(call.request, dict(model.spec.sampling))
             start = model.engine.start
+            timer = asyncio.timeout_at(deadline)
             try:
-                if toolbox is not None:
-                    return call, await ToolLoop.begin(request, toolbox, start)
-                return call, await start(request)
+                async with timer:
+                    if toolbox is not None:
+                        return call, await ToolLoop.begin(request, toolbox, start)
+                    return call, await start(request)
+            except TimeoutError:
+                if not timer.expired():
+                    raise
+                raise RequestTimeout() from None
             except ContextOverflow:
                 if self._truncating is None:
                     raise
