@@ -11,12 +11,15 @@ module would load a second model).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import functools
+import json
 import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -104,6 +107,48 @@ def no_eog_bias(engine: LlamaCppEngine) -> dict[str, float]:
     return {str(t): -100.0 for t in eog_tokens(engine)}
 
 
+@contextlib.contextmanager
+def _starting(engine: LlamaCppEngine, start) -> Iterator[None]:
+    """`engine.start` is `start` meanwhile (on this instance only)."""
+    engine.start = start
+    try:
+        yield
+    finally:
+        del engine.start
+
+
+@contextlib.contextmanager
+def never_ending(engine: LlamaCppEngine) -> Iterator[None]:
+    """Meanwhile every request the engine starts has its end-of-generation tokens banned,
+    as `no_eog_bias` does for a dialect that has no `logit_bias`: an answer runs to its
+    token limit (or to the end of a forced grammar), whenever the model would have ended."""
+    start = engine.start
+    ban = tuple((t, -100.0) for t in eog_tokens(engine))
+
+    async def start_endless(request: GenerationRequest):
+        sampling = dataclasses.replace(request.sampling,
+                                       logit_bias=request.sampling.logit_bias + ban)
+        return await start(dataclasses.replace(request, sampling=sampling))
+
+    with _starting(engine, start_endless):
+        yield
+
+
+@contextlib.contextmanager
+def recorded_starts(engine: LlamaCppEngine) -> Iterator[list]:
+    """Every generation the engine starts meanwhile, in order (to look at its job or at
+    the prompt it rendered)."""
+    start, generations = engine.start, []
+
+    async def start_recorded(request: GenerationRequest):
+        generation = await start(request)
+        generations.append(generation)
+        return generation
+
+    with _starting(engine, start_recorded):
+        yield generations
+
+
 def engine_idle(engine: LlamaCppEngine) -> bool:
     return engine.metrics.idle
 
@@ -178,6 +223,53 @@ def boundary_stop(tokens: list[str], text: str) -> tuple[str, int]:
         if usable and text.find(stop) == offset - 2 > 0:
             return stop, offset - 2
     raise AssertionError(f"no token boundary in {tokens!r} gives a usable stop string")
+
+
+def first_multibyte(text: str) -> str:
+    """The first character of `text` that takes more than one UTF-8 byte (U+FFFD aside):
+    a stop string to find in the model's own answer instead of a literal it may not write."""
+    found = next((c for c in text if len(c.encode()) > 1 and c != "\ufffd"), None)
+    assert found, f"no multi-byte character in {text!r}"
+    return found
+
+
+# Endings that complete a JSON text cut anywhere: a partial literal, number or escape,
+# then a missing value or key; the open containers are closed after them.
+_PARTIAL_ENDS = ("", '"', 'n"', '0"', '00"', '000"', '0000"', "e", "ue", "rue", "l", "ll",
+                 "ull", "se", "lse", "alse", "0", "1")
+_MISSING = ("", "0", ": 0", '"k": 0')
+
+
+def _closers(text: str) -> str | None:
+    """What closes the arrays and objects left open in `text` (None inside a string)."""
+    stack, in_string, escaped = [], False, False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            stack.append("]" if char == "[" else "}")
+        elif char in "]}" and stack:
+            stack.pop()
+    return None if in_string else "".join(reversed(stack))
+
+
+def json_prefix(text: str) -> bool:
+    """Whether `text` is the start of a JSON text: what a grammar-constrained answer that
+    `max_tokens` cut short must still be."""
+    for end in _PARTIAL_ENDS:
+        for missing in _MISSING:
+            head = text + end + missing
+            closers = _closers(head)
+            if closers is None:
+                continue
+            try:
+                json.loads(head + closers)
+            except ValueError:
+                continue
+            return True
+    return False
 
 
 # -- engine-level requests ----------------------------------------------------------

@@ -10,7 +10,14 @@ import pytest
 from anthropic import AsyncAnthropic
 
 from tests.anthropic_contract import check_message
-from tests.real_engine import CHAT_PROMPT, LONG_CHAT_PROMPT, MODEL_ID, REQUEST_TIMEOUT, make_app
+from tests.real_engine import (
+    CHAT_PROMPT,
+    LONG_CHAT_PROMPT,
+    MODEL_ID,
+    REQUEST_TIMEOUT,
+    make_app,
+    never_ending,
+)
 
 pytestmark = pytest.mark.slow
 # This SDK's create() no longer takes sampling parameters; Parlance still reads them.
@@ -43,7 +50,9 @@ async def test_create_and_stream_agree_and_count_tokens_matches(sdk):
         streamed = "".join([text async for text in stream.text_stream])
         final = await stream.get_final_message()
     assert message.content[0].text and streamed == message.content[0].text
-    assert final.stop_reason == message.stop_reason == "end_turn"
+    assert final.stop_reason == message.stop_reason
+    assert (message.stop_reason == "max_tokens") == (message.usage.output_tokens == 40)
+    assert message.stop_reason in ("end_turn", "max_tokens")
     assert final.usage.output_tokens == message.usage.output_tokens > 0
     # The second request found the first's prompt in the cache: all of it but the token
     # evaluated again for fresh logits is a cache read, the whole prompt what count_tokens says.
@@ -53,15 +62,17 @@ async def test_create_and_stream_agree_and_count_tokens_matches(sdk):
         assert usage.input_tokens + usage.cache_read_input_tokens == counted.input_tokens
 
 
-async def test_max_tokens_cut_stop_sequence_and_a_ceiling_beyond_the_context(sdk):
-    free = await sdk.messages.create(model=MODEL_ID, max_tokens=40, extra_body=GREEDY,
-                                     messages=user(LONG_CHAT_PROMPT))
+async def test_max_tokens_cut_stop_sequence_and_a_ceiling_beyond_the_context(sdk, llama):
+    with never_ending(llama):
+        free = await sdk.messages.create(model=MODEL_ID, max_tokens=40, extra_body=GREEDY,
+                                         messages=user(LONG_CHAT_PROMPT))
     text = free.content[0].text
     assert free.stop_reason == "max_tokens" and free.usage.output_tokens == 40
     words = text.split()
     stop = " " + words[len(words) // 2]
-    cut = await sdk.messages.create(model=MODEL_ID, max_tokens=40, extra_body=GREEDY,
-                                    messages=user(LONG_CHAT_PROMPT), stop_sequences=[stop])
+    with never_ending(llama):
+        cut = await sdk.messages.create(model=MODEL_ID, max_tokens=40, extra_body=GREEDY,
+                                        messages=user(LONG_CHAT_PROMPT), stop_sequences=[stop])
     assert (cut.stop_reason, cut.stop_sequence) == ("stop_sequence", stop)
     assert cut.content[0].text == text[:text.index(stop)]
     # Claude Code asks for 32000 tokens from a 4096-token context: cut to the room left
@@ -70,7 +81,7 @@ async def test_max_tokens_cut_stop_sequence_and_a_ceiling_beyond_the_context(sdk
     assert ceiling.stop_reason == "end_turn" and ceiling.content[0].text
 
 
-async def test_forced_tool_use_then_tool_result_round_trip(sdk):
+async def test_forced_tool_use_then_tool_result_round_trip(sdk, llama):
     asked = {"model": MODEL_ID, "max_tokens": 60, "extra_body": GREEDY, "tools": [WEATHER]}
     first = await sdk.messages.create(**asked, messages=user("What is the weather in Paris?"),
                                       tool_choice={"type": "tool", "name": "get_weather"})
@@ -87,19 +98,22 @@ async def test_forced_tool_use_then_tool_result_round_trip(sdk):
                                                  for b in first.content]},
                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
                                              "content": "Sunny, 24 degrees"}]}]
-    answer = await sdk.messages.create(**asked, messages=history,
-                                       tool_choice={"type": "none"})
+    with never_ending(llama):
+        answer = await sdk.messages.create(**asked, messages=history,
+                                           tool_choice={"type": "none"})
     assert answer.content and answer.content[0].type == "text" and answer.content[0].text
-    assert answer.stop_reason in ("end_turn", "max_tokens")
+    assert answer.stop_reason == "max_tokens"
 
 
 async def test_output_config_format_gives_json_valid_for_the_schema(sdk):
-    schema = {"type": "object", "properties": {"city": {"type": "string"}},
+    # bounded, so the grammar is complete within max_tokens whatever the model writes
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
               "required": ["city"], "additionalProperties": False}
     message = await sdk.messages.create(
         model=MODEL_ID, max_tokens=60, extra_body=GREEDY,
         messages=user("Name the capital of France as JSON."),
         output_config={"format": {"type": "json_schema", "schema": schema}})
+    assert message.stop_reason == "end_turn"  # the grammar ended the answer
     answer = json.loads(message.content[0].text)
     assert set(answer) == {"city"} and isinstance(answer["city"], str)
 

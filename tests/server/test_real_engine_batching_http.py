@@ -23,6 +23,7 @@ from tests.real_engine import (
     kv_cache_mismatches,
     local_engine_only,
     make_app,
+    no_eog_bias,
     wait_idle,
 )
 
@@ -48,18 +49,19 @@ def sdk(server: ServerThread) -> openai.AsyncOpenAI:
                               _strict_response_validation=True, max_retries=0)
 
 
-async def test_n_three_chat_choices_through_the_openai_sdk(server):
+async def test_n_three_chat_choices_through_the_openai_sdk(server, llama):
     async with sdk(server) as client:
         reply = await client.chat.completions.create(
             model=MODEL_ID, messages=[{"role": "user", "content": "Tell me a joke."}],
-            n=3, temperature=0.9, seed=11, max_tokens=12)
+            n=3, temperature=0.9, seed=11, max_tokens=12, logit_bias=no_eog_bias(llama))
         assert [c.index for c in reply.choices] == [0, 1, 2]
         assert all(c.finish_reason in ("stop", "length") and c.message.content
                    for c in reply.choices)
 
         stream = await client.chat.completions.create(
             model=MODEL_ID, messages=[{"role": "user", "content": "Tell me a joke."}],
-            n=3, temperature=0.9, seed=11, max_tokens=12, stream=True,
+            n=3, temperature=0.9, seed=11, max_tokens=12, logit_bias=no_eog_bias(llama),
+            stream=True,
             stream_options={"include_usage": True})
         roles, texts, finishes, usages = {}, {0: "", 1: "", 2: ""}, {}, []
         async for chunk in stream:

@@ -36,8 +36,10 @@ from tests.real_engine import (
     chat_stream_content,
     completion_stream_text,
     fill_slots,
+    first_multibyte,
     make_app,
     no_eog_bias,
+    recorded_starts,
     token_with_bytes,
     tokens_generated,
     wait_idle,
@@ -64,17 +66,8 @@ async def client(llama):
 @pytest.fixture
 def started(llama):
     """Every generation the engine starts during the test, in order (to inspect its job)."""
-    generations: list = []
-    original = llama.start
-
-    async def start(request):
-        generation = await original(request)
-        generations.append(generation)
-        return generation
-
-    llama.start = start  # shadows the method on this instance only
-    yield generations
-    del llama.start
+    with recorded_starts(llama) as generations:
+        yield generations
 
 
 # -- request helpers ---------------------------------------------------------------------
@@ -166,8 +159,8 @@ async def test_two_greedy_runs_are_identical(client, path):
     assert [first["usage"][k] for k in counts] == [second["usage"][k] for k in counts]
 
 
-async def test_chat_stream_shape(client):
-    frames = await ok_stream(client, CHAT, chat_body(max_tokens=8))
+async def test_chat_stream_shape(client, llama):
+    frames = await ok_stream(client, CHAT, chat_body(max_tokens=8, logit_bias=no_eog_bias(llama)))
     chunks = frames[:-1]
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
@@ -219,13 +212,13 @@ async def test_completions_stop_list(client):
 async def test_stop_on_a_multibyte_character(client):
     free = await ok_json(client, CHAT, chat_body(CJK_CHAT_PROMPT, max_tokens=24))
     text = free["choices"][0]["message"]["content"]
-    assert "語" in text, text
+    stop = first_multibyte(text)
 
     whole, deltas, finish, _ = await both(
-        client, CHAT, chat_body(CJK_CHAT_PROMPT, max_tokens=24, stop="語"))
+        client, CHAT, chat_body(CJK_CHAT_PROMPT, max_tokens=24, stop=stop))
 
-    assert whole["choices"][0]["message"]["content"] == text[: text.index("語")]
-    assert "".join(deltas) == text[: text.index("語")]
+    assert whole["choices"][0]["message"]["content"] == text[: text.index(stop)]
+    assert "".join(deltas) == text[: text.index(stop)]
     assert finish == "stop"
 
 
@@ -233,8 +226,9 @@ async def test_stop_on_a_multibyte_character(client):
 
 
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
-async def test_max_tokens_three_is_length(client, path):
-    fields = {"max_tokens": 3, "stream_options": {"include_usage": True}}
+async def test_max_tokens_three_is_length(client, llama, path):
+    fields = {"max_tokens": 3, "stream_options": {"include_usage": True},
+              "logit_bias": no_eog_bias(llama)}
     body = chat_body(LONG_CHAT_PROMPT, **fields) if path == CHAT else text_body(**fields)
     whole, deltas, finish, frames = await both(client, path, body)
     assert whole["choices"][0]["finish_reason"] == "length" == finish
@@ -243,8 +237,9 @@ async def test_max_tokens_three_is_length(client, path):
     assert "".join(deltas) == content(path, whole)
 
 
-async def test_chat_max_completion_tokens(client):
-    whole = await ok_json(client, CHAT, chat_body(LONG_CHAT_PROMPT, max_completion_tokens=3))
+async def test_chat_max_completion_tokens(client, llama):
+    whole = await ok_json(client, CHAT, chat_body(LONG_CHAT_PROMPT, max_completion_tokens=3,
+                                                  logit_bias=no_eog_bias(llama)))
     assert whole["choices"][0]["finish_reason"] == "length"
     assert whole["usage"]["completion_tokens"] == 3
 
@@ -564,7 +559,8 @@ async def test_stream_disconnect_cancels_the_generation(llama, started):
             assert generation.job.cancelled and generation.job.done.is_set()
             assert tokens_generated(generation) < 2000  # cut short, not run to the end
 
-            follow = await http.post(CHAT, json=chat_body(max_tokens=8))
+            follow = await http.post(CHAT, json=chat_body(max_tokens=8,
+                                                          logit_bias=no_eog_bias(llama)))
             assert follow.status_code == 200
             assert follow.json()["usage"]["completion_tokens"] == 8
 

@@ -21,7 +21,7 @@ from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
 from tests import mcp_server
 from tests.lmstudio_contract import check_result, checked_events
-from tests.real_engine import GREEDY, MODEL_ID, Run, asgi_client, make_app
+from tests.real_engine import GREEDY, MODEL_ID, Run, asgi_client, make_app, never_ending
 
 pytestmark = pytest.mark.slow
 CHAT = "/api/v1/chat"
@@ -31,8 +31,9 @@ ASK = {"model": MODEL_ID, "input": "Name three colors.", "temperature": 0,
 
 async def test_stream_contract_and_parity(llama):
     async with asgi_client(make_app(llama)) as http:
-        streamed = (await http.post(CHAT, json={**ASK, "stream": True})).text
-        plain = (await http.post(CHAT, json=ASK)).json()
+        with never_ending(llama):
+            streamed = (await http.post(CHAT, json={**ASK, "stream": True})).text
+            plain = (await http.post(CHAT, json=ASK)).json()
     events = checked_events(streamed)
     names = [name for name, _ in events]
     assert names[:2] == ["chat.start", "prompt_processing.start"]
@@ -71,19 +72,20 @@ async def test_tool_loop_on_the_real_engine_with_a_real_mcp_server(llama):
             model=MODEL_ID, sampling=GREEDY, max_tokens=60, tools=toolbox.specs(),
             tool_choice=ToolChoice("required"), parallel_tool_calls=False,
             prompts=(ChatInput((Message("user", "Find the top trending model."),)),))
-        first = await llama.start(request)
-        loop = ToolLoop(first, request, toolbox, llama.start)
-        try:
-            events = await asyncio.wait_for(_drain(loop), 120)
-        finally:
-            loop.cancel()
-            await toolbox.aclose()
+        with never_ending(llama):  # the answer after the call runs to max_tokens
+            first = await llama.start(request)
+            loop = ToolLoop(first, request, toolbox, llama.start)
+            try:
+                events = await asyncio.wait_for(_drain(loop), 120)
+            finally:
+                loop.cancel()
+                await toolbox.aclose()
         outcome = Run(events, first.prompts[0].text, first.prompts[0].n_tokens)
     finally:
         server.stop()
     results = [e for e in outcome.events if isinstance(e, ToolResult)]
     assert len(results) == 1 and "Showing first" in results[0].output
-    assert outcome.finish == "stop" and outcome.text  # the model answered after the call
+    assert outcome.finish == "length" and outcome.text  # the model answered after the call
     assert outcome.usage.prompt_tokens > 2 * outcome.prompt_tokens  # two rounds of prompt
     assert outcome.result.choice(0).tool_calls[0].name == "model_search"
 

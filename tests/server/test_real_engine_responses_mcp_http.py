@@ -13,7 +13,7 @@ import pytest
 
 from parlance.integrations.settings import IntegrationSettings
 from tests import mcp_server
-from tests.real_engine import MODEL_ID, asgi_client, make_app
+from tests.real_engine import MODEL_ID, asgi_client, make_app, never_ending
 
 pytestmark = pytest.mark.slow
 CHOICE = {"type": "mcp", "server_label": "huggingface", "name": "model_search"}
@@ -44,9 +44,10 @@ async def test_forced_mcp_call_runs_and_the_model_answers(llama, mcp):
     ask = {"model": MODEL_ID, "input": "Find the top trending model.", "temperature": 0,
            "max_output_tokens": 60, "tools": [tool(mcp, require_approval="never")],
            "tool_choice": CHOICE, "parallel_tool_calls": False}
-    async with sdk(llama) as client, client.responses.stream(**ask) as stream:
-        kinds = [event.type async for event in stream]
-        final = await stream.get_final_response()
+    with never_ending(llama):  # the model answers after the call, however briefly it would
+        async with sdk(llama) as client, client.responses.stream(**ask) as stream:
+            kinds = [event.type async for event in stream]
+            final = await stream.get_final_response()
     assert [item.type for item in final.output][:2] == ["mcp_list_tools", "mcp_call"]
     call = final.output[1]
     assert call.name == "model_search" and "Showing first" in call.output
@@ -66,10 +67,11 @@ async def test_approval_round_trip_on_the_real_engine(llama, mcp):
         asked = first.output[-1]
         assert asked.type == "mcp_approval_request" and asked.name == "model_search"
         assert mcp_server.RAN == []
-        second = await client.responses.create(
-            **base, previous_response_id=first.id,
-            input=[{"type": "mcp_approval_response", "approval_request_id": asked.id,
-                    "approve": True}])
+        with never_ending(llama):
+            second = await client.responses.create(
+                **base, previous_response_id=first.id,
+                input=[{"type": "mcp_approval_response", "approval_request_id": asked.id,
+                        "approve": True}])
     assert second.output[0].type == "mcp_call"
     assert second.output[0].approval_request_id == asked.id
     assert mcp_server.RAN == ["model_search"]

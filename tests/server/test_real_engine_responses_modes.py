@@ -16,7 +16,7 @@ from websockets.asyncio.client import connect
 
 from tests.live_server import serving
 from tests.openresponses import check_response
-from tests.real_engine import MODEL_ID, make_app, wait_idle
+from tests.real_engine import MODEL_ID, make_app, never_ending, wait_idle
 from tests.server.test_responses_socket import response
 
 pytestmark = pytest.mark.slow
@@ -25,12 +25,19 @@ PATIENCE = 120.0  # generous: SmolLM2 on a busy machine
 ASK = {"model": MODEL_ID, "temperature": 0, "max_output_tokens": 40}
 
 
+@pytest.fixture
+def answering(llama):
+    """Meanwhile no answer ends before its max_output_tokens: never an empty one."""
+    with never_ending(llama):
+        yield
+
+
 def output_text(body: dict[str, Any]) -> str:
     return "".join(part["text"] for item in body["output"] if item["type"] == "message"
                    for part in item["content"])
 
 
-async def test_websocket_turns_agree_with_http(llama):
+async def test_websocket_turns_agree_with_http(llama, answering):
     async with serving(make_app(llama)) as host:
         async with httpx.AsyncClient(base_url=f"http://{host}", timeout=PATIENCE) as http:
             plain = (await http.post("/v1/responses", json={
@@ -49,7 +56,7 @@ async def test_websocket_turns_agree_with_http(llama):
     assert usage["input_tokens"] > done["usage"]["input_tokens"] + done["usage"]["output_tokens"]
 
 
-async def test_background_agrees_with_foreground_and_replays_its_stream(llama):
+async def test_background_agrees_with_foreground_and_replays_its_stream(llama, answering):
     ask = {**ASK, "input": "Write a haiku about the sea."}
     async with serving(make_app(llama)) as host, httpx.AsyncClient(
             base_url=f"http://{host}", timeout=PATIENCE) as http:
