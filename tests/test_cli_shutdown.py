@@ -10,8 +10,8 @@ import signal
 import httpx
 import pytest
 
-from tests.serve_process import serve
-from tests.sse import sse_data
+from tests.support.serve_process import serve
+from tests.support.sse import sse_data
 
 pytestmark = pytest.mark.slow
 

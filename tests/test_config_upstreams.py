@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from parlance.config import UpstreamEntry, resolve_config
-from tests.serve_process import serve
+from tests.support.serve_process import serve
 
 TOML = """
 [[upstreams]]

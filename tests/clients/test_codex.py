@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.npm import npm_bin
-from tests.serve_process import ServeProcess, serve
+from tests.support.npm import npm_bin
+from tests.support.serve_process import ServeProcess, serve
 
 pytestmark = pytest.mark.slow
 

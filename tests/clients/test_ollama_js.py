@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.clients.npm import npm_package
-from tests.serve_process import ServeProcess, serve
+from tests.support.npm import npm_package
+from tests.support.serve_process import ServeProcess, serve
 
 pytestmark = pytest.mark.slow
 

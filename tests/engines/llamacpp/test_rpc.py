@@ -3,7 +3,7 @@ llama.cpp connects (llama.cpp itself would abort the process), a model split acr
 loopback rpc-servers generates what the local engine does, and a server lost mid-stream
 ends that stream by its contract while the process keeps serving.
 
-The rpc-servers are the real ones, built by `tests/llama_cpp_programs.py` from the
+The rpc-servers are the real ones, built by `tests/support/llama_cpp_programs.py` from the
 llama.cpp llama-cpp-python binds."""
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from parlance.engines.llamacpp.rpc import (
     RpcServers,
     probe,
 )
-from tests.llama_cpp_programs import build_root, require
-from tests.real_engine import (
+from tests.support.llama_cpp_programs import build_root, require
+from tests.support.real_engine import (
     CHAT_PROMPT,
     MODEL_ID,
     PATIENCE,
@@ -47,7 +47,7 @@ from tests.real_engine import (
     no_eog_bias,
     run,
 )
-from tests.serve_process import free_port, serve
+from tests.support.serve_process import free_port, serve
 
 SETTINGS = ContextSettings(n_ctx=1024, n_threads=2, parallel=1)
 
