@@ -7,17 +7,20 @@ import json
 from typing import Any
 
 from anthropic.types import Message, RawMessageStreamEvent
+from anthropic.types.beta import BetaRawMessageStreamEvent
 from pydantic import TypeAdapter
 
 _EVENT = TypeAdapter(RawMessageStreamEvent)
+_BETA_EVENT = TypeAdapter(BetaRawMessageStreamEvent)  # with the `mcp_*` content blocks
 ERROR_TYPES = {"invalid_request_error", "authentication_error", "permission_error",
                "not_found_error", "request_too_large", "rate_limit_error", "api_error",
                "timeout_error", "overloaded_error"}
 
 
-def stream_events(body: str) -> list[dict[str, Any]]:
+def stream_events(body: str, *, beta: bool = False) -> list[dict[str, Any]]:
     """The events of an SSE body, each checked: named as its type, and (but for the
-    in-stream `error` event) valid as the SDK's RawMessageStreamEvent."""
+    in-stream `error` event) valid as the SDK's RawMessageStreamEvent (with `beta`, its
+    beta events, which know the MCP connector's blocks)."""
     events = []
     for block in body.split("\n\n"):
         lines = block.split("\n")
@@ -30,7 +33,7 @@ def stream_events(body: str) -> list[dict[str, Any]]:
         if event["type"] == "error":
             check_error_object(event)
         elif event["type"] != "ping":
-            _EVENT.validate_python(event, strict=True)
+            (_BETA_EVENT if beta else _EVENT).validate_python(event, strict=True)
         events.append(event)
     return events
 

@@ -10,8 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
-from pydantic import TypeAdapter
+from anthropic.types.beta import BetaMessage
 
 from parlance.core.events import (
     Finish,
@@ -25,7 +24,7 @@ from parlance.core.events import (
 from parlance.engines.fake import FakeEngine, Generated
 from parlance.integrations.settings import IntegrationSettings
 from tests.support import mcp_server
-from tests.support.anthropic_contract import check_error
+from tests.support.anthropic_contract import check_error, stream_events
 from tests.support.fake_app import make_app
 
 MESSAGES = "/v1/messages"
@@ -34,7 +33,6 @@ SEARCH_CALL = ('<tool_call>\n{"name": "model_search", "arguments": '
 ADD_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
 ANSWER = "The current top-trending model is SmolLM2."
 SEARCH_TEXT = "Showing first 1 models sorted by trendingScore: HuggingFaceTB/SmolLM2-135M"
-_EVENT = TypeAdapter(BetaRawMessageStreamEvent)
 
 
 def hub(mcp, **extra) -> dict[str, Any]:
@@ -50,23 +48,6 @@ def ask(*servers: dict[str, Any], **extra) -> dict[str, Any]:
 def enqueue_search(engine: FakeEngine) -> None:
     engine.enqueue(Generated(SEARCH_CALL), Finish(FinishReason.STOP), Usage(30, 10))
     engine.enqueue(TextDelta(ANSWER), Finish(FinishReason.STOP), Usage(60, 8))
-
-
-def events(text: str) -> list[dict[str, Any]]:
-    """The stream's events, each named as its type and valid as the SDK's beta event."""
-    out = []
-    for block in text.split("\n\n"):
-        lines = block.split("\n")
-        data = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
-        if not data:
-            continue
-        event = json.loads("\n".join(data))
-        assert [line for line in lines if line.startswith("event: ")] == [
-            f"event: {event['type']}"]
-        if event["type"] != "ping":
-            _EVENT.validate_python(event, strict=True)
-        out.append(event)
-    return out
 
 
 def message(response: httpx.Response) -> dict[str, Any]:
@@ -99,7 +80,7 @@ async def test_stream_shows_the_call_and_its_result_then_the_answer(mcp_client, 
     enqueue_search(fake_engine)
     response = await mcp_client.post(MESSAGES, json=ask(hub(mcp), stream=True))
     assert response.status_code == 200, response.text
-    stream = events(response.text)
+    stream = stream_events(response.text, beta=True)
     assert [e["type"] for e in stream] == [
         "message_start", "ping",
         "content_block_start", "content_block_stop",  # mcp_tool_listing, whole
@@ -132,8 +113,8 @@ async def test_stream_shows_the_call_and_its_result_then_the_answer(mcp_client, 
 
 async def test_non_stream_message_has_the_same_blocks(mcp_client, fake_engine, mcp):
     enqueue_search(fake_engine)
-    streamed = folded(events((await mcp_client.post(MESSAGES, json=ask(hub(mcp),
-                                                                   stream=True))).text))
+    streamed = folded(stream_events((await mcp_client.post(
+        MESSAGES, json=ask(hub(mcp), stream=True))).text, beta=True))
     enqueue_search(fake_engine)
     body = message(await mcp_client.post(MESSAGES, json=ask(hub(mcp))))
     assert [b["type"] for b in body["content"]] == [
@@ -155,7 +136,8 @@ async def test_parallel_calls_each_followed_by_its_result(mcp_client, fake_engin
     fake_engine.enqueue(Generated(SEARCH_CALL + "\n" + ADD_CALL), Finish(FinishReason.STOP),
                         Usage(30, 20))
     fake_engine.enqueue(TextDelta(ANSWER), Finish(FinishReason.STOP), Usage(60, 8))
-    stream = events((await mcp_client.post(MESSAGES, json=ask(hub(mcp), stream=True))).text)
+    stream = stream_events((await mcp_client.post(
+        MESSAGES, json=ask(hub(mcp), stream=True))).text, beta=True)
     blocks = folded(stream)
     assert [(b["type"], b.get("name")) for b in blocks] == [
         ("mcp_tool_listing", None), ("mcp_tool_use", "model_search"), ("mcp_tool_result", None),
@@ -185,7 +167,8 @@ async def test_a_tool_that_reports_failure_is_an_error_result(mcp_client, fake_e
                                   '</tool_call>'), Finish(FinishReason.STOP), Usage(10, 5))
     fake_engine.enqueue(TextDelta("Sorry."), Finish(FinishReason.STOP), Usage(20, 2))
     response = await mcp_client.post(MESSAGES, json=ask(hub(mcp), stream=stream))
-    blocks = folded(events(response.text)) if stream else message(response)["content"]
+    blocks = (folded(stream_events(response.text, beta=True)) if stream
+              else message(response)["content"])
     result = blocks[2]
     assert result["type"] == "mcp_tool_result" and result["is_error"] is True
     assert "Error executing tool explode" in result["content"][0]["text"]

@@ -13,13 +13,13 @@ import jsonschema
 import ollama
 import pytest
 
+from tests.support.json_prefix import json_prefix
 from tests.support.ollama_contract import check_line, check_stream
 from tests.support.real_engine import (
     CHAT_PROMPT,
     LONG_CHAT_PROMPT,
     MODEL_ID,
     REQUEST_TIMEOUT,
-    json_prefix,
     local_engine_only,
     make_app,
     never_ending,

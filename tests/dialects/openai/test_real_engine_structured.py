@@ -13,7 +13,8 @@ import jsonschema
 import openai
 import pytest
 
-from tests.support.real_engine import MODEL_ID, asgi_client, json_prefix, make_app
+from tests.support.json_prefix import json_prefix
+from tests.support.real_engine import MODEL_ID, asgi_client, make_app
 
 pytestmark = pytest.mark.slow
 

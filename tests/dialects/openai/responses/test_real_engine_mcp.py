@@ -44,10 +44,14 @@ async def test_forced_mcp_call_runs_and_the_model_answers(llama, mcp):
     ask = {"model": MODEL_ID, "input": "Find the top trending model.", "temperature": 0,
            "max_output_tokens": 60, "tools": [tool(mcp, require_approval="never")],
            "tool_choice": CHOICE, "parallel_tool_calls": False}
-    with never_ending(llama):  # the model answers after the call, however briefly it would
+    # the model answers after the call, however briefly it would: up to the cap
+    with never_ending(llama):
         async with sdk(llama) as client, client.responses.stream(**ask) as stream:
-            kinds = [event.type async for event in stream]
-            final = await stream.get_final_response()
+            events = [event async for event in stream]
+    kinds = [event.type for event in events]
+    assert kinds[-1] == "response.incomplete"
+    final = events[-1].response
+    assert final.incomplete_details.reason == "max_output_tokens"
     assert [item.type for item in final.output][:2] == ["mcp_list_tools", "mcp_call"]
     call = final.output[1]
     assert call.name == "model_search" and "Showing first" in call.output
