@@ -13,6 +13,19 @@ from parlance.engines.fake import FakeEngine
 from tests.support.fake_app import make_app
 
 pytest_plugins = ("tests.support.fixtures",)
+COSTLY = ("model", "clients", "peers")  # the markers by cost (pyproject.toml)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every costly test is `slow` too (`-m "not slow"` is the fast tier), and a test that
+    takes the real engine must say so with `model`."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in COSTLY):
+            item.add_marker(pytest.mark.slow)
+        if "real_llama_engine" in getattr(item, "fixturenames", ()) and not (
+                item.get_closest_marker("model")):
+            raise pytest.UsageError(f"{item.nodeid} uses the real engine: mark it `model`")
 
 
 @pytest.fixture

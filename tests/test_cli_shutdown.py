@@ -13,7 +13,7 @@ import pytest
 from tests.support.serve_process import serve
 from tests.support.sse import sse_data
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 PROMPT = "Count from 1 to 1000, separated by commas."
 MODEL = "smollm2-135m-instruct"

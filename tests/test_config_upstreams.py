@@ -59,7 +59,7 @@ def test_bad_upstream_tables_are_refused_by_name(tmp_path, table, words):
         resolve(tmp_path, {}, table)
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_parlance_serve_as_a_gateway_in_front_of_a_replica(tmp_path):
     """`parlance serve --upstream URL` loads no model, discovers the replica's models at
     start, and serves them in every listing and dialect."""

@@ -33,7 +33,7 @@ import pytest
 from tests.support.npm import npm_bin
 from tests.support.serve_process import ServeProcess, serve
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.clients, pytest.mark.model]
 
 CLAUDE_CODE_VERSION = "2.1.197"
 TURN_TIMEOUT = 1800  # seconds, for a busy machine

@@ -67,6 +67,9 @@ class SyntheticUpstream:
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        # The connections being served: held here, since the loop keeps only weak
+        # references to tasks (a hung one, its client gone, would be collected unclosed).
+        self._connections: set[asyncio.Task[None]] = set()
 
     @property
     def base_url(self) -> str:
@@ -107,9 +110,11 @@ class SyntheticUpstream:
 
         async def close() -> None:
             server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            # each connection closes its writer on the way out
+            await asyncio.gather(*tasks, return_exceptions=True)
         asyncio.run_coroutine_threadsafe(close(), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
@@ -126,6 +131,9 @@ class SyntheticUpstream:
 
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -140,6 +148,7 @@ class SyntheticUpstream:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
         finally:
+            self._connections.discard(task)
             with contextlib.suppress(Exception):
                 writer.close()
 

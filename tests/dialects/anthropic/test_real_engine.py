@@ -19,7 +19,7 @@ from tests.support.real_engine import (
     never_ending,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 # This SDK's create() no longer takes sampling parameters; Parlance still reads them.
 GREEDY = {"temperature": 0.0}
 

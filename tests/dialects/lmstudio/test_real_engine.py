@@ -23,7 +23,7 @@ from tests.support import mcp_server
 from tests.support.lmstudio_contract import check_result, checked_events
 from tests.support.real_engine import GREEDY, MODEL_ID, Run, asgi_client, make_app, never_ending
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 CHAT = "/api/v1/chat"
 ASK = {"model": MODEL_ID, "input": "Name three colors.", "temperature": 0,
        "max_output_tokens": 24}

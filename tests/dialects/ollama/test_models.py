@@ -343,8 +343,8 @@ async def test_pull_streams_progress_while_the_download_runs(tmp_path, origin):
     data = tiny_gguf(tmp_path / "src" / "tiny.gguf", data_bytes=200_000)
     state.files["Tiny-Q8_0.gguf"] = data
     models, app = make(tmp_path)
-    async with serving(app) as address:
-        client = ollama.AsyncClient(host=f"http://{address}", timeout=PATIENCE)
+    async with serving(app) as address, ollama.AsyncClient(host=f"http://{address}",
+                                                           timeout=PATIENCE) as client:
         lines = []
         async for line in await client.pull(f"{base}/Tiny-Q8_0.gguf", stream=True):
             lines.append(line)
@@ -372,8 +372,8 @@ async def test_pull_without_streaming_waits_for_the_file(tmp_path, origin):
     state.files["tiny.gguf"] = tiny_gguf(tmp_path / "src" / "tiny.gguf")
     state.gate.set()
     _, app = make(tmp_path)
-    async with serving(app) as address:
-        client = ollama.AsyncClient(host=f"http://{address}", timeout=PATIENCE)
+    async with serving(app) as address, ollama.AsyncClient(host=f"http://{address}",
+                                                           timeout=PATIENCE) as client:
         done = await client.pull(f"{base}/tiny.gguf")
         assert done.model_dump(exclude_none=True) == {"status": "success"}
         assert "127.0.0.1/tiny:latest" in [m.model for m in (await client.list()).models]

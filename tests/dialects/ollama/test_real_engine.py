@@ -26,7 +26,7 @@ from tests.support.real_engine import (
     recorded_starts,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 GREEDY = {"temperature": 0}
 TAGGED = "smollm2:135m"  # the name Ollama's clients know it by

@@ -15,7 +15,7 @@ from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
 from tests.support.real_engine import MODEL_ID, REQUEST_TIMEOUT
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 
 def oracle(app) -> ollama.AsyncClient:

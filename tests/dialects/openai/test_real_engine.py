@@ -47,7 +47,7 @@ from tests.support.real_engine import (
 )
 from tests.support.sse import sse_data
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 REPLACEMENT = "\ufffd"
 CHAT = "/v1/chat/completions"

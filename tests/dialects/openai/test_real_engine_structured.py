@@ -16,7 +16,7 @@ import pytest
 from tests.support.json_prefix import json_prefix
 from tests.support.real_engine import MODEL_ID, asgi_client, make_app
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 OBJ = "object"
 SCHEMAS: list[tuple[str, dict]] = [

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.real_engine import MODEL_ID, asgi_client, make_app, no_eog_bias
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 WEATHER_PARAMS = {"type": "object", "properties": {
     "city": {"type": "string", "maxLength": 40},

@@ -24,7 +24,7 @@ from tests.support.real_engine import (
     wait_idle,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 
 def prompts_request(count: int, *, n: int = 1) -> GenerationRequest:

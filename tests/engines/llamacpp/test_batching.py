@@ -29,7 +29,7 @@ from tests.support.real_engine import (
     wait_until,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 PROMPTS = [
     "Write a haiku about the sea.",

@@ -22,7 +22,7 @@ from tests.support.bert_gguf import minilm_gguf, reference_embedding
 from tests.support.real_engine import PATIENCE
 from tests.support.serve_process import serve
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 TEXTS = ("The cat sat on the mat.", "A cat was sitting on the rug.",
          "Quarterly revenue rose by five percent.")

@@ -24,7 +24,7 @@ from tests.support.real_engine import (
     wait_until,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 
 async def test_banning_end_tokens_runs_to_max_tokens(engine):

@@ -16,7 +16,7 @@ from parlance.core.errors import ContextOverflow, InvalidRequest
 from parlance.engines.llamacpp.embedding import MAX_SEQUENCES, native_unit, pooling_type
 from tests.support.real_engine import PATIENCE, TEXT_PROMPT, run, text_request, wait_idle
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 CAT = "The cat sat on the mat."
 CAT_AGAIN = "A cat was sitting on the rug."

@@ -32,7 +32,7 @@ from tests.support.real_engine import (
     token_with_bytes,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 REPLACEMENT = "\ufffd"
 

@@ -17,7 +17,7 @@ from parlance.engines.llamacpp.template import ChatTemplate
 from tests.support.real_engine import Run, chat_request, eog_tokens, run
 from tests.support.templates import THINKING
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from parlance.core.errors import ContextOverflow, InvalidRequest
 from parlance.core.request import SamplingParams
 from tests.support.real_engine import N_CTX, TEXT_PROMPT, chat_request, run, text_request
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 
 async def test_prompt_plus_max_tokens_over_the_context(engine):

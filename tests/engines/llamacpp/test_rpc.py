@@ -214,7 +214,7 @@ def two_rpc_servers(tmp_path):
         yield first, second
 
 
-@pytest.mark.slow
+@pytest.mark.peers
 def test_the_protocol_version_is_the_bundled_llama_cpp_one():
     """The version `probe` asks for is the one in ggml-rpc.h of the llama.cpp that
     llama-cpp-python bundles: an upgrade of the pin must update it."""
@@ -225,7 +225,8 @@ def test_the_protocol_version_is_the_bundled_llama_cpp_one():
     assert (int(defined["MAJOR"]), int(defined["MINOR"])) == (RPC_PROTO_MAJOR, RPC_PROTO_MINOR)
 
 
-@pytest.mark.slow
+@pytest.mark.peers
+@pytest.mark.model
 async def test_a_model_split_across_two_rpc_servers_generates_what_the_local_engine_does(
         two_rpc_servers, llama):
     first, second = two_rpc_servers
@@ -251,7 +252,7 @@ async def test_a_model_split_across_two_rpc_servers_generates_what_the_local_eng
         assert "[graph_compute]" in server.output(), server.output()[-2000:]
 
 
-@pytest.mark.slow
+@pytest.mark.peers
 def test_startup_names_the_one_rpc_server_that_does_not_answer(tmp_path):
     with rpc_server(tmp_path, "alive") as alive:
         dead = f"127.0.0.1:{free_port()}"
@@ -265,7 +266,8 @@ def test_startup_names_the_one_rpc_server_that_does_not_answer(tmp_path):
     assert "Traceback" not in output
 
 
-@pytest.mark.slow
+@pytest.mark.peers
+@pytest.mark.model
 def test_an_rpc_server_lost_mid_stream_ends_the_stream_and_the_server_lives_on(
         tmp_path, two_rpc_servers, llama):
     """The second rpc-server is killed while a chat stream runs on the split model: the

@@ -22,7 +22,7 @@ from tests.support.serve_process import ServeProcess, free_port, serve
 from tests.support.sse import sse_data
 from tests.support.upstream_replicas import fleet, gateway, serving_gateway, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 MODEL = "smollm2-135m-instruct"
 CHAT = "/v1/chat/completions"
@@ -281,6 +281,7 @@ def url(proc) -> str:
     return f"http://127.0.0.1:{proc.port}"
 
 
+@pytest.mark.peers
 async def test_llama_server_replicas_stream_fail_over_and_stop_with_the_client():
     with llama_server() as one, llama_server() as two:
         async with front(url(one), url(two)) as gw:
@@ -341,6 +342,7 @@ async def test_llama_server_replicas_stream_fail_over_and_stop_with_the_client()
                          "the restarted llama-server rejoined")
 
 
+@pytest.mark.peers
 async def test_llama_server_counts_with_its_own_tokenizer():
     """llama-server's /v1/chat/completions/input_tokens and /tokenize give the count its
     generation reports (no generation needed to count)."""

@@ -22,7 +22,7 @@ from tests.support.real_engine import (
     wait_idle,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 CAT = "The cat sat on the mat."
 CAT_AGAIN = "A cat was sitting on the rug."

@@ -27,7 +27,7 @@ from tests.support.real_engine import (
     wait_idle,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 CHAT = "/v1/chat/completions"
 

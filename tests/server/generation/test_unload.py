@@ -137,7 +137,7 @@ async def test_a_generation_that_ends_without_its_usage_is_a_failure(stream):
         assert answer.status == 500 and answer.json()["error"]["code"] == "incomplete_stream"
 
 
-@pytest.mark.slow
+@pytest.mark.model
 async def test_real_engine_unloaded_mid_stream_ends_the_stream_as_a_failure():
     """The llama.cpp scheduler, closed while it decodes, fails its running jobs."""
     from parlance.engines.llamacpp import LlamaCppEngine

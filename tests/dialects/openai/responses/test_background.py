@@ -143,9 +143,9 @@ async def test_openai_sdk_background_poll_and_cancel():
     engine = FakeEngine()
     first, second = gated(engine)
     gated(engine)  # the second response: never opened
-    async with serving(make_app(engine)) as host:
-        client = openai.AsyncOpenAI(base_url=f"http://{host}/v1", api_key="k",
-                                    max_retries=0, _strict_response_validation=True)
+    async with serving(make_app(engine)) as host, openai.AsyncOpenAI(
+            base_url=f"http://{host}/v1", api_key="k", max_retries=0,
+            _strict_response_validation=True) as client:
         created = await client.responses.create(model="fake-model", input="Story?",
                                                 background=True)
         assert created.status == "queued" and created.background

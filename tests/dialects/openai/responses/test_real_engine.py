@@ -21,7 +21,7 @@ from tests.support.real_engine import (
     wait_idle,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Current weather",
            "parameters": {"type": "object", "properties": {"city": {"type": "string",

@@ -15,7 +15,7 @@ from parlance.integrations.settings import IntegrationSettings
 from tests.support import mcp_server
 from tests.support.real_engine import MODEL_ID, asgi_client, make_app, never_ending
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 CHOICE = {"type": "mcp", "server_label": "huggingface", "name": "model_search"}
 
 

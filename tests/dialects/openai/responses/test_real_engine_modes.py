@@ -19,7 +19,7 @@ from tests.support.openresponses import check_response
 from tests.support.real_engine import MODEL_ID, make_app, never_ending, wait_idle
 from tests.support.responses_socket import response
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 PATIENCE = 120.0  # generous: SmolLM2 on a busy machine
 ASK = {"model": MODEL_ID, "temperature": 0, "max_output_tokens": 40}

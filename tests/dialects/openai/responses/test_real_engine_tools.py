@@ -22,7 +22,7 @@ from tests.support.real_engine import (
     never_ending,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 
 @pytest.fixture

@@ -195,23 +195,22 @@ async def test_openai_sdk_connect():
     engine = FakeEngine()
     reply(engine, "One.")
     reply(engine, "Two.")
-    async with serving(make_app(engine)) as host:
-        client = openai.AsyncOpenAI(base_url=f"http://{host}/v1", api_key="k",
-                                    _strict_response_validation=True)
-        async with client.responses.connect() as connection:
-            texts, previous = [], None
-            for question in ("First?", "Second?"):
-                await connection.response.create(model="fake-model", input=question,
-                                                 store=False, previous_response_id=previous)
-                while True:
-                    raw = await asyncio.wait_for(connection.recv_bytes(), WAIT)
-                    checked(json.loads(raw))
-                    event = connection.parse_event(raw)
-                    if event.type == "response.output_text.delta":
-                        texts.append(event.delta)
-                    if event.type == "response.completed":
-                        previous = event.response.id
-                        break
+    async with serving(make_app(engine)) as host, openai.AsyncOpenAI(
+            base_url=f"http://{host}/v1", api_key="k",
+            _strict_response_validation=True) as client, client.responses.connect() as connection:
+        texts, previous = [], None
+        for question in ("First?", "Second?"):
+            await connection.response.create(model="fake-model", input=question,
+                                             store=False, previous_response_id=previous)
+            while True:
+                raw = await asyncio.wait_for(connection.recv_bytes(), WAIT)
+                checked(json.loads(raw))
+                event = connection.parse_event(raw)
+                if event.type == "response.output_text.delta":
+                    texts.append(event.delta)
+                if event.type == "response.completed":
+                    previous = event.response.id
+                    break
     assert texts == ["One.", "Two."]
     assert [m.content for m in engine.requests[-1].prompts[0].messages] == [
         "First?", "One.", "Second?"]
