@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 import threading
-import time
 from collections import Counter
-from typing import Self
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
@@ -23,12 +19,13 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from tests.support.live_server import ServerThread
+
 DATA = b"GGUF" + random.Random(7).randbytes(300_000 - 4)
 PAGE = b"<!doctype html><title>Model card</title>" * 100
 CHUNK = 16_384
 DROP_AT = 100_000  # the `drop` origin closes its first answer after this many bytes
 HALF = 150_000  # the `gated` origin holds the rest until the gate opens
-PATIENCE = 60.0  # a generous bound for every wait (the machine may be busy); nothing is timed
 
 
 class Origin:
@@ -78,29 +75,11 @@ async def serve(request: Request) -> Response:
                              headers=headers, media_type="application/octet-stream")
 
 
-class OriginServer:
-    """uvicorn serving the origin app on a free 127.0.0.1 port, in a daemon thread."""
+class OriginServer(ServerThread):
+    """The origin app served on a free 127.0.0.1 port, from a thread of its own."""
 
     def __init__(self) -> None:
         self.app = Starlette(routes=[Route("/{mode}/{name}", serve)])
         self.app.state.origin = Origin()
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.base_url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        config = uvicorn.Config(self.app, lifespan="off", log_level="critical",
-                                timeout_graceful_shutdown=1)
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
-                                        daemon=True)
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        deadline = time.monotonic() + PATIENCE
-        while not self.server.started:
-            assert time.monotonic() < deadline and self._thread.is_alive(), "origin did not start"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=PATIENCE)
-        self._sock.close()
+        super().__init__(self.app, log_level="critical", loop="auto", http="auto",
+                         timeout_graceful_shutdown=1)

@@ -15,8 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import socket
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +24,6 @@ from typing import Any
 import httpx
 import llama_cpp
 import pytest
-import uvicorn
 
 from parlance.core.accumulate import Accumulator, Completion
 from parlance.core.events import Event, Failed, Finish, TextDelta, TokenLogprob, Usage
@@ -418,41 +415,3 @@ def chat_stream_content(frames: list[Any]) -> tuple[list[str], str | None]:
 def completion_stream_text(frames: list[Any]) -> tuple[list[str], str | None]:
     """(text deltas in order, finish_reason) of a streamed legacy completion."""
     return _stream_texts(frames, lambda choice: choice["text"])
-
-
-class ServerThread:
-    """A real uvicorn server on a free localhost port, in a background thread.
-
-    The lifespan is off: the app's lifespan would close the shared engine on exit.
-    """
-
-    def __init__(self, app) -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self.port = self._sock.getsockname()[1]
-        config = uvicorn.Config(app, lifespan="off", log_level="warning", loop="asyncio",
-                                http="h11", timeout_graceful_shutdown=2)
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True,
-            name="test-uvicorn",
-        )
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> ServerThread:
-        self._thread.start()
-        deadline = time.perf_counter() + PATIENCE
-        while not self.server.started:
-            if time.perf_counter() > deadline or not self._thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=PATIENCE)
-        self._sock.close()

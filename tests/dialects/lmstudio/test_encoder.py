@@ -70,14 +70,32 @@ def test_the_golden_transcripts(fixed_ids, name, events, failure):
 # -- the contract -------------------------------------------------------------------------------
 
 
+def blocks(events: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The blocks (model load, prompt processing, reasoning, message) in order, after
+    checking that each ended before the next began and that its events came inside it."""
+    order: list[str] = []
+    open_block = None
+    for name, _ in events:
+        kind, _, phase = name.partition(".")
+        if kind in ("chat", "tool_call", "error"):
+            assert open_block is None, name
+        elif phase == "start":
+            assert open_block is None, name
+            open_block = kind
+            order.append(kind)
+        else:
+            assert open_block == kind, name
+            open_block = None if phase == "end" else open_block
+    assert open_block is None
+    return order
+
+
 def test_blocks_in_generation_order_one_open_at_a_time():
     events = stream(THINKING_ANSWER)
-    assert names(events) == [
-        "chat.start", "prompt_processing.start", "prompt_processing.progress",
-        "prompt_processing.progress", "prompt_processing.end", "reasoning.start",
-        "reasoning.delta", "reasoning.delta", "reasoning.end", "message.start",
-        "message.delta", "message.delta", "message.end", "chat.end"]
-    assert events[0][1] == {"type": "chat.start", "model_instance_id": "fake-model"}
+    assert (events[0][0], events[-1][0]) == ("chat.start", "chat.end")
+    assert blocks(events) == ["prompt_processing", "reasoning", "message"]
+    assert [d["content"] for n, d in events if n.endswith(".delta")] == [
+        "Need to ", "greet.", "Hi", " there"]
     assert [d["progress"] for n, d in events if n == "prompt_processing.progress"] == [0.25, 1.0]
     result = events[-1][1]["result"]
     check_result(result, stored=True)
@@ -88,17 +106,15 @@ def test_blocks_in_generation_order_one_open_at_a_time():
 def test_interleaved_reasoning_and_text_open_a_block_each_time():
     events = stream([ReasoningDelta("a"), TextDelta("b"), ReasoningDelta("c"), TextDelta("d"),
                      Finish(FinishReason.STOP), Usage(4, 4)])
-    blocks = [(n.split(".")[0], d["content"]) for n, d in events if n.endswith(".delta")]
-    assert blocks == [("reasoning", "a"), ("message", "b"), ("reasoning", "c"), ("message", "d")]
-    opened = [n for n in names(events) if n.endswith(".start") and n != "chat.start"]
-    closed = [n for n in names(events) if n.endswith(".end") and n != "chat.end"]
-    assert [n.split(".")[0] for n in opened] == [n.split(".")[0] for n in closed]
+    assert blocks(events) == ["reasoning", "message", "reasoning", "message"]
+    assert [d["content"] for n, d in events if n.endswith(".delta")] == ["a", "b", "c", "d"]
 
 
 def test_a_model_load_comes_first_and_ends_with_its_time():
     events = stream([ModelLoad("fake-model", 0.0), ModelLoad("fake-model", 0.5),
                      ModelLoad("fake-model", 1.0, seconds=1.234), TextDelta("Hi"),
                      Finish(FinishReason.STOP), Usage(4, 1)])
+    assert blocks(events) == ["model_load", "message"]
     assert names(events)[:5] == ["chat.start", "model_load.start", "model_load.progress",
                                  "model_load.progress", "model_load.end"]
     assert [d["progress"] for n, d in events if n == "model_load.progress"] == [0.0, 0.5]
@@ -107,6 +123,7 @@ def test_a_model_load_comes_first_and_ends_with_its_time():
 
 def test_a_failure_is_an_error_then_chat_end_with_what_was_said():
     events = stream([TextDelta("Partial")], EngineFailure("the GPU caught fire"))
+    assert blocks(events) == ["message"]
     assert names(events)[-4:] == ["message.delta", "message.end", "error", "chat.end"]
     assert events[-2][1]["error"]["type"] == "internal_error"
     assert events[-1][1]["result"]["output"] == [{"type": "message", "content": "Partial"}]
@@ -130,6 +147,4 @@ def test_a_server_side_call_shows_its_arguments_and_its_outcome():
     assert tools[2][1]["output"] == "Showing first 1"
     assert tools[4][1]["reason"] == "not JSON"
     # the model's next call has its own prompt processing, then the answer
-    assert names(events)[-7:] == ["prompt_processing.start", "prompt_processing.progress",
-                                  "prompt_processing.end", "message.start", "message.delta",
-                                  "message.end", "chat.end"]
+    assert blocks(events) == ["prompt_processing", "message"]

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.live_server import ServerThread
 from tests.support.real_engine import (
     CHAT_PROMPT,
     CJK_CHAT_PROMPT,
@@ -29,7 +30,6 @@ from tests.support.real_engine import (
     SLOTS,
     TEXT_PROMPT,
     TRANSLATE_PROMPT,
-    ServerThread,
     asgi_client,
     boundary_stop,
     cancel_all,

@@ -12,10 +12,10 @@ import httpx
 import openai
 import pytest
 
+from tests.support.live_server import ServerThread
 from tests.support.real_engine import (
     MODEL_ID,
     SLOTS,
-    ServerThread,
     asgi_client,
     cancel_all,
     chat_request,

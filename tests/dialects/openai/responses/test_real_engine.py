@@ -10,11 +10,11 @@ import httpx
 import openai
 import pytest
 
+from tests.support.live_server import ServerThread
 from tests.support.openresponses import check_response, checked_events
 from tests.support.real_engine import (
     MODEL_ID,
     PATIENCE,
-    ServerThread,
     asgi_client,
     make_app,
     never_ending,
