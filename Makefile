@@ -12,13 +12,22 @@ PORT ?= 8080
 # model's layers on rpc-server processes on other machines (issue 19).
 LLAMA_CMAKE_ARGS ?= -DGGML_RPC=ON
 
-.PHONY: serve test check install bench clean
+.PHONY: serve test test-fast test-model check install bench clean
 
 serve: $(STAMP)
 	$(BIN)/parlance serve --host $(HOST) --port $(PORT)
 
+# Every test: what CI runs (.ci/run). Markers by cost (pyproject.toml) split it:
+# `test-fast` runs none of the costly ones (no model; a minute or two), `test-model` the
+# ones that need the real model but neither agent clients (npm) nor a llama.cpp build.
 test: check
 	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not (model or clients or peers)"
+
+test-model: $(STAMP)
+	$(BIN)/python -m pytest -q -m "model and not (clients or peers)"
 
 # Lint, types and the layer contracts (pyproject.toml configures all three).
 check: $(STAMP)

@@ -2,7 +2,7 @@
 
 * `llama-server` (llama.cpp's C++ server) and `rpc-server`: built once from the
   llama.cpp inside llama-cpp-python's own sdist, into ~/.cache/parlance-bench. The
-  build lives in `tests/llama_cpp_programs.py` (tests start these programs too);
+  build lives in `tests/support/llama_cpp_programs.py` (tests start these programs too);
   this module is the benches' entry to it. A machine without cmake or a compiler
   gets a clear reason instead of a crash.
 * The stock `python -m llama_cpp.server` needs llama-cpp-python's `[server]`
@@ -18,8 +18,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: tests.llama_cpp_programs
-from tests.llama_cpp_programs import (  # noqa: E402
+# the repo, for tests.support.llama_cpp_programs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.llama_cpp_programs import (  # noqa: E402
     BuildToolsMissing,
     PeerUnavailable,
     llama_cpp_program,

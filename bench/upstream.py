@@ -6,7 +6,7 @@
     and TTFT at 1 and 8 concurrent streams, as the median over runs of each run's
     ratio (and difference) against the direct run beside it; targets: the gateway
     keeps >= 0.97x the aggregate tokens/s and adds <= 5 ms to the TTFT.
-(b) Gateway capacity: a synthetic upstream (tests/synthetic_upstream.py, its own
+(b) Gateway capacity: a synthetic upstream (tests/support/synthetic_upstream.py, its own
     process) streams as fast as the socket takes; one Parlance process relays it,
     against LiteLLM's proxy (`litellm[proxy]`, installed into a venv under
     ~/.cache/parlance-bench; skipped with the reason when it cannot be) relaying the
@@ -147,7 +147,8 @@ def llama_server(gguf: Path) -> Server:
 
 def synthetic_upstream(tokens: int) -> Server:
     port = free_port()
-    return Server("synthetic", [sys.executable, str(ROOT / "tests" / "synthetic_upstream.py"),
+    program = ROOT / "tests" / "support" / "synthetic_upstream.py"
+    return Server("synthetic", [sys.executable, str(program),
                                 "--port", str(port), "--tokens", str(tokens),
                                 "--vary", "100"], port)
 

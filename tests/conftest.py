@@ -1,24 +1,31 @@
-"""Shared fixtures: an app over the scripted fake engine, and clients for it."""
+"""The fixtures every test may use: the scripted fake engine and a client of an app over
+it, and the one real engine of the session. The ones only some tests use live in
+`tests/support/fixtures.py`, a plugin loaded here."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from parlance.engines.fake import FakeEngine
-from parlance.models.registry import ModelSpec
-from parlance.models.served import ServedModel, ServedModels
-from parlance.server import ServerSettings, create_app
+from tests.support.fake_app import make_app
 
-FAKE_SPEC = ModelSpec(id="fake-model", locate=lambda: Path("/dev/null"), aliases=("fake-alias",))
+pytest_plugins = ("tests.support.fixtures",)
+COSTLY = ("model", "clients", "peers")  # the markers by cost (pyproject.toml)
 
 
-def make_app(engine: FakeEngine, **settings: object):
-    models = ServedModels([ServedModel(FAKE_SPEC, engine, 1700000000)])
-    return create_app(models, ServerSettings(**settings))  # type: ignore[arg-type]
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every costly test is `slow` too (`-m "not slow"` is the fast tier), and a test that
+    takes the real engine must say so with `model`."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in COSTLY):
+            item.add_marker(pytest.mark.slow)
+        if "real_llama_engine" in getattr(item, "fixturenames", ()) and not (
+                item.get_closest_marker("model")):
+            raise pytest.UsageError(f"{item.nodeid} uses the real engine: mark it `model`")
 
 
 @pytest.fixture
@@ -33,13 +40,10 @@ async def client(fake_engine: FakeEngine) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-from tests.transcripts import fixed_ids  # noqa: E402,F401  (fixture re-export)
-
-
 @pytest.fixture(scope="session")
 def real_llama_engine():
     """The one real engine of the session, shared by every real-engine test."""
-    from tests.real_engine import close_shared_engine, shared_engine
+    from tests.support.real_engine import close_shared_engine, shared_engine
 
     yield shared_engine()
     close_shared_engine()
@@ -48,7 +52,7 @@ def real_llama_engine():
 @pytest.fixture
 def llama(real_llama_engine):
     """The shared real engine; the test must leave it idle (nothing outlives it)."""
-    from tests.real_engine import PATIENCE, assert_idle_soon, kv_cache_mismatches
+    from tests.support.real_engine import PATIENCE, assert_idle_soon, kv_cache_mismatches
 
     # Each test starts from an empty KV cache: where cached cells lie changes the
     # order of float sums in attention, and greedy comparisons need the same order.
@@ -56,4 +60,3 @@ def llama(real_llama_engine):
     yield real_llama_engine
     assert_idle_soon(real_llama_engine)
     assert not kv_cache_mismatches(real_llama_engine)
-

@@ -10,10 +10,10 @@ import signal
 import httpx
 import pytest
 
-from tests.serve_process import serve
-from tests.sse import sse_data
+from tests.support.serve_process import serve
+from tests.support.sse import sse_data
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.model
 
 PROMPT = "Count from 1 to 1000, separated by commas."
 MODEL = "smollm2-135m-instruct"

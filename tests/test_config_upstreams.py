@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from parlance.config import UpstreamEntry, resolve_config
-from tests.serve_process import serve
+from tests.support.serve_process import serve
 
 TOML = """
 [[upstreams]]
@@ -59,7 +59,7 @@ def test_bad_upstream_tables_are_refused_by_name(tmp_path, table, words):
         resolve(tmp_path, {}, table)
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_parlance_serve_as_a_gateway_in_front_of_a_replica(tmp_path):
     """`parlance serve --upstream URL` loads no model, discovers the replica's models at
     start, and serves them in every listing and dialect."""

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.npm import npm_bin
-from tests.serve_process import ServeProcess, serve
+from tests.support.npm import npm_bin
+from tests.support.serve_process import ServeProcess, serve
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.clients, pytest.mark.model]
 
 CLAUDE_CODE_VERSION = "2.1.197"
 TURN_TIMEOUT = 1800  # seconds, for a busy machine

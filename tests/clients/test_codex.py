@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.npm import npm_bin
-from tests.serve_process import ServeProcess, serve
+from tests.support.npm import npm_bin
+from tests.support.serve_process import ServeProcess, serve
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.clients, pytest.mark.model]
 
 CODEX_VERSION = "0.169.0"
 # Codex's first prompt is ~8.9k tokens in SmolLM2's template (instructions and tool

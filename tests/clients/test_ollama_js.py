@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.clients.npm import npm_package
-from tests.serve_process import ServeProcess, serve
+from tests.support.npm import npm_package
+from tests.support.serve_process import ServeProcess, serve
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.clients, pytest.mark.model]
 
 OLLAMA_JS_VERSION = "0.6.4"
 MODEL = "smollm2:135m"  # Ollama's name:tag spelling of the default model

@@ -24,7 +24,7 @@ from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
-from tests import anthropic_contract, lmstudio_contract, ollama_contract
+from tests.support import anthropic_contract, lmstudio_contract, ollama_contract
 
 # OpenAI's SDK raises a typed error for 400/401/403/404/409/422/429 and 5xx and retries
 # 408; its MCP connector answers 424; 405, 413 and 501 are HTTP's own.

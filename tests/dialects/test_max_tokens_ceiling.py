@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from parlance.engines.fake import FakeEngine
-from tests.conftest import make_app
-from tests.sse import sse_data
+from tests.support.fake_app import make_app
+from tests.support.sse import sse_data
 
 CONTEXT = 12
 REPLY = " ".join("abcdefghijklmnop")  # 16 words

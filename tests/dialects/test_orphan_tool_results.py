@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from parlance.core.messages import Message, ToolCall, unanswered_result
-from tests.anthropic_contract import check_error
+from tests.support.anthropic_contract import check_error
 
 WEATHER_CALL = {"id": "call_1", "type": "function",
                 "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}

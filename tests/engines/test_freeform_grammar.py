@@ -15,28 +15,8 @@ from parlance.core.request import ChatInput, GenerationRequest
 from parlance.core.tools import InputGrammar, ToolSpec
 from parlance.engines import grammar
 from parlance.engines.parsing.syntax import HERMES, LLAMA3_JSON, MISTRAL
+from tests.support.grammars import APPLY_PATCH_LARK
 
-# Codex's apply_patch grammar (the `format.definition` it sends for its custom tool).
-APPLY_PATCH_LARK = r'''start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-
-%import common.LF
-'''
 WEATHER = ToolSpec("get_weather", parameters={"type": "object",
                                               "properties": {"city": {"type": "string"}}})
 PATCH = ToolSpec("apply_patch", freeform=True, grammar=InputGrammar("lark", APPLY_PATCH_LARK))

@@ -8,116 +8,30 @@ on loopback, so the manager must be told to allow 127.0.0.1; without that it is 
 from __future__ import annotations
 
 import asyncio
-import random
 import re
 import socket
-import threading
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Self
 
 import pytest
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import (
-    PlainTextResponse,
-    RedirectResponse,
-    Response,
-    StreamingResponse,
-)
-from starlette.routing import Route
 
 from parlance.core.errors import Overloaded
 from parlance.models import download_job
 from parlance.models.download_job import GGUF_MAGIC
 from parlance.models.downloads import DownloadLimits, DownloadManager, destination_for
+from tests.support.model_origin import (
+    CHUNK,
+    DATA,
+    DROP_AT,
+    HALF,
+    Origin,
+    OriginServer,
+)
 
-DATA = b"GGUF" + random.Random(7).randbytes(300_000 - 4)
-PAGE = b"<!doctype html><title>Model card</title>" * 100
-CHUNK = 16_384
-DROP_AT = 100_000  # the `drop` origin closes its first answer after this many bytes
-HALF = 150_000  # the `gated` origin holds the rest until the gate opens
-ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 PATIENCE = 60.0  # a generous bound for every wait (the machine may be busy); nothing is timed
-
-
-class Origin:
-    """What the origin saw, and the gate of its `gated` mode."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
-        self.hits: Counter[str] = Counter()
-        self.gate = threading.Event()
-
-    def ranges(self, path: str) -> list[str | None]:
-        return [rng for seen, rng in self.requests if seen == path]
-
-
-async def _body(data: bytes, start: int, drop_at: int | None, gate: threading.Event | None):
-    pos = start
-    while pos < len(data):
-        while gate is not None and pos >= HALF and not gate.is_set():
-            await asyncio.sleep(0.005)
-        end = min(len(data), pos + CHUNK, drop_at or len(data))
-        if gate is not None and pos < HALF:
-            end = min(end, HALF)
-        if pos == end:
-            raise ConnectionAbortedError("the test origin drops the connection")
-        yield data[pos:end]
-        pos = end
-
-
-async def serve(request: Request) -> Response:
-    origin: Origin = request.app.state.origin
-    mode, path = request.path_params["mode"], request.url.path
-    origin.requests.append((path, request.headers.get("range")))
-    origin.hits[path] += 1
-    if mode == "missing":
-        return PlainTextResponse("no such file", status_code=404)
-    if mode == "redirect":
-        return RedirectResponse(request.query_params["to"], status_code=302)
-    data = PAGE if mode == "page" else DATA
-    start, status, headers = 0, 200, {"accept-ranges": "bytes"}
-    if (rng := request.headers.get("range")) and mode != "norange":
-        start, status = int(rng.removeprefix("bytes=").rstrip("-")), 206
-        headers["content-range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
-    headers["content-length"] = str(len(data) - start)
-    drop_at = DROP_AT if mode == "drop" and origin.hits[path] == 1 else None
-    gate = origin.gate if mode == "gated" else None
-    return StreamingResponse(_body(data, start, drop_at, gate), status_code=status,
-                             headers=headers, media_type="application/octet-stream")
-
-
-class OriginServer:
-    """uvicorn serving the origin app on a free 127.0.0.1 port, in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.app = Starlette(routes=[Route("/{mode}/{name}", serve)])
-        self.app.state.origin = Origin()
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.base_url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        config = uvicorn.Config(self.app, lifespan="off", log_level="critical",
-                                timeout_graceful_shutdown=1)
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
-                                        daemon=True)
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        deadline = time.monotonic() + PATIENCE
-        while not self.server.started:
-            assert time.monotonic() < deadline and self._thread.is_alive(), "origin did not start"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=PATIENCE)
-        self._sock.close()
+ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 from parlance.core.model_facts import Capabilities
 from parlance.models.facts import capabilities, facts_of
 from parlance.models.registry import ModelSpec
-from tests.models.test_gguf import BASE_KV, STR, TENSORS, U32, write_gguf
+from tests.support.gguf_writer import BASE_KV, STR, TENSORS, U32, write_gguf
 
 LLAMA = {"general.architecture": "llama"}
 FIM = {"tokenizer.ggml.fim_pre_token_id": 1, "tokenizer.ggml.fim_suf_token_id": 2,

@@ -17,65 +17,25 @@ from parlance.models.gguf import (
     read_gguf_header,
     read_gguf_metadata,
 )
-
-# --- a tiny GGUF writer: (type id, value) pairs so every value type can be exercised -----------
-
-U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
-_FMT = {U8: "B", I8: "b", U16: "H", I16: "h", U32: "I", I32: "i", F32: "f", BOOL: "?",
-        U64: "Q", I64: "q", F64: "d"}  # fmt: skip
-
-
-def _str(text: str) -> bytes:
-    data = text.encode()
-    return struct.pack("<Q", len(data)) + data
-
-
-def _value(vtype: int, value: Any) -> bytes:
-    if vtype == STR:
-        return _str(value)
-    if vtype == ARR:
-        etype, items = value
-        return struct.pack("<IQ", etype, len(items)) + b"".join(_value(etype, v) for v in items)
-    return struct.pack("<" + _FMT[vtype], value)
-
-
-def write_gguf(
-    path: Path,
-    kv: dict[str, tuple[int, Any]],
-    tensors: list[tuple[str, tuple[int, ...], int]] = (),  # type: ignore[assignment]
-    *,
-    version: int = 3,
-    alignment: int = 32,
-    magic: bytes = b"GGUF",
-) -> int:
-    """Write a GGUF file; `tensors` are (name, dims, data bytes). Returns the data offset."""
-    out = bytearray(magic + struct.pack("<IQQ", version, len(tensors), len(kv)))
-    for key, (vtype, value) in kv.items():
-        out += _str(key) + struct.pack("<I", vtype) + _value(vtype, value)
-    offset = 0
-    for name, dims, nbytes in tensors:
-        out += _str(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
-        out += struct.pack("<IQ", 2, offset)  # GGML_TYPE_Q4_0; offset within the data section
-        offset += nbytes
-    out += b"\0" * (-len(out) % alignment)
-    data_offset = len(out)
-    out += b"\x5a" * offset
-    path.write_bytes(bytes(out))
-    return data_offset
-
-
-BASE_KV: dict[str, tuple[int, Any]] = {
-    "general.architecture": (STR, "llama"),
-    "general.name": (STR, "Tiny Test"),
-    "general.organization": (STR, "Acme"),
-    "general.file_type": (U32, 15),
-    "llama.context_length": (U32, 4096),
-    "tokenizer.ggml.tokens": (ARR, (STR, [f"tok{i}" for i in range(1000)])),
-    "tokenizer.ggml.scores": (ARR, (F32, [0.5] * 1000)),
-    "tokenizer.chat_template": (STR, "{% for m in messages %}{{ m.content }}{% endfor %}"),
-}
-TENSORS = [("token_embd.weight", (8, 4), 18), ("output_norm.weight", (8,), 4 * 8)]  # 40 params
-
+from tests.support.gguf_writer import (
+    ARR,
+    BASE_KV,
+    BOOL,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    STR,
+    TENSORS,
+    U8,
+    U16,
+    U32,
+    U64,
+    gguf_string,
+    write_gguf,
+)
 
 # --- the real file -------------------------------------------------------------------------------
 
@@ -227,7 +187,7 @@ def test_truncated(tmp_path: Path) -> None:
 
 def test_lying_lengths_are_truncation_not_allocation(tmp_path: Path) -> None:
     path = tmp_path / "liar.gguf"
-    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<I", STR)
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("k") + struct.pack("<I", STR)
     path.write_bytes(header + struct.pack("<Q", 2**62) + b"x" * 16)
     with pytest.raises(ValueError, match="truncated"):
         read_gguf(path)
@@ -235,7 +195,8 @@ def test_lying_lengths_are_truncation_not_allocation(tmp_path: Path) -> None:
 
 def test_unknown_value_type(tmp_path: Path) -> None:
     path = tmp_path / "odd.gguf"
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<I", 99))
+    head = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("k")
+    path.write_bytes(head + struct.pack("<I", 99))
     with pytest.raises(ValueError, match="unknown GGUF value type 99"):
         read_gguf(path)
 
@@ -263,7 +224,7 @@ def test_format_params(count: int, text: str) -> None:
 
 def _kv_file(path: Path, value: bytes, *, n_kv: int = 1, n_tensors: int = 0) -> Path:
     """One key `k` whose type and value are the raw bytes `value`, padded with 4 KiB."""
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + _str("k") + value
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + gguf_string("k") + value
                      + b"\0" * 4096)
     return path
 
@@ -307,7 +268,7 @@ def test_key_and_tensor_counts_beyond_the_file_are_truncation(tmp_path: Path, n_
 
 def test_a_tensor_of_more_dimensions_than_llama_cpp_reads_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "dims.gguf"
-    tensor = _str("t") + struct.pack("<I", 2**31) + struct.pack("<Q", 1) * 1000
+    tensor = gguf_string("t") + struct.pack("<I", 2**31) + struct.pack("<Q", 1) * 1000
     path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + tensor)
     with pytest.raises(ValueError, match="2147483648 dimensions"):
         read_gguf(path)

@@ -11,7 +11,7 @@ import pytest
 from parlance.models import headers
 from parlance.models.gguf import read_gguf_header
 from parlance.models.registry import ModelSpec
-from tests.models.test_gguf import BASE_KV, TENSORS, write_gguf
+from tests.support.gguf_writer import BASE_KV, TENSORS, write_gguf
 
 
 def spec_at(path: Path) -> ModelSpec:

@@ -13,8 +13,8 @@ from parlance.engines.fake import FakeEngine
 from parlance.models.lease import ModelLease
 from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
-from tests.conftest import FAKE_SPEC
-from tests.server.scripted_models import COLD, ScriptedLoader
+from tests.support.fake_app import FAKE_SPEC
+from tests.support.scripted_models import COLD, ScriptedLoader
 
 HELLO = [{"role": "user", "content": "Hello there, model!"}]
 

@@ -24,7 +24,7 @@ from parlance.models.memory_estimate import (
     model_shape,
 )
 from parlance.models.registry import BUILTIN, ModelSpec
-from tests.models.test_gguf import ARR, STR, U32, write_gguf
+from tests.support.gguf_writer import ARR, STR, U32, write_gguf
 
 MIB = 1 << 20
 

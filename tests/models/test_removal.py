@@ -12,7 +12,7 @@ from parlance.engines.fake import FakeEngine
 from parlance.models.registry import ModelSpec
 from parlance.models.removal import deletable_files, delete_model
 from parlance.models.served import ServedModel, ServedModels
-from tests.models.test_gguf import BASE_KV, TENSORS, write_gguf
+from tests.support.gguf_writer import BASE_KV, TENSORS, write_gguf
 
 
 def gguf(path: Path) -> Path:

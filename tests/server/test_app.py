@@ -15,8 +15,8 @@ import pytest
 
 from parlance.engines.fake import FakeEngine
 from parlance.server.runner import DrainingServer, Listen, server
-from tests.conftest import make_app
-from tests.server.asgi_exchange import Exchange, exchange
+from tests.support.asgi_exchange import Exchange, exchange
+from tests.support.fake_app import make_app
 
 PATIENCE = 30.0  # generous bound for every wait; nothing is timed against it
 HELLO = [{"role": "user", "content": "Hi"}]

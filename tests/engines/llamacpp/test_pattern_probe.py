@@ -12,7 +12,7 @@ from parlance.core.events import Failed, ToolCallStart
 from parlance.core.tools import ResponseFormat, ToolChoice, ToolSpec
 from parlance.engines.llamacpp import plan
 from parlance.engines.llamacpp.pattern_probe import pattern_problem, patterns
-from tests.real_engine import chat_request, run
+from tests.support.real_engine import chat_request, run
 
 HUGE = "^a{1000000}$"
 
@@ -35,14 +35,14 @@ def test_patterns_are_found_wherever_a_schema_holds_one():
     assert found == {"p1", "p2", "p3", "p4", "p5"}
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_a_pattern_too_large_for_the_grammar_engine_is_found(engine):
     assert "too many expressions" in pattern_problem(HUGE, engine.tokenizer)
     for fine in ("^a{1000}$", "^[a-z]+$", "^\\d{4}-\\d{2}-\\d{2}$", "[", ""):
         assert pattern_problem(fine, engine.tokenizer) is None, fine
 
 
-@pytest.mark.slow
+@pytest.mark.model
 @pytest.mark.parametrize("choice", ["required", "auto"])
 async def test_a_tool_with_such_a_pattern_is_refused_in_start(engine, choice):
     tool = ToolSpec("f", parameters=schema(HUGE), param="tools[0].function.parameters")
@@ -53,7 +53,7 @@ async def test_a_tool_with_such_a_pattern_is_refused_in_start(engine, choice):
     assert info.value.code == "invalid_schema" and "^a{1000000}$" in info.value.message
 
 
-@pytest.mark.slow
+@pytest.mark.model
 async def test_a_response_format_with_such_a_pattern_is_refused_in_start(engine):
     nested = {"type": "object", "properties": {"a": {"anyOf": [
         {"type": "integer"}, {"type": "string", "pattern": HUGE}]}}}
@@ -63,7 +63,7 @@ async def test_a_response_format_with_such_a_pattern_is_refused_in_start(engine)
     assert info.value.param == "text.format.schema"
 
 
-@pytest.mark.slow
+@pytest.mark.model
 async def test_a_grammar_that_breaks_mid_answer_fails_the_request(engine, monkeypatch):
     """Past the check (as a limit no probe foresaw would be), the forced call's grammar
     breaks at the first token: the request fails naming the parameter, and nothing

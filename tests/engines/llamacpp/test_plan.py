@@ -12,6 +12,7 @@ from parlance.core.tools import ReasoningEffort, ReasoningRequest, ToolChoice, T
 from parlance.engines.llamacpp.plan import render_chat
 from parlance.engines.llamacpp.template import CHATML, ChatTemplate
 from parlance.engines.parsing.syntax import HERMES, MISTRAL, THINK
+from tests.support.templates import THINKING
 
 WEATHER = ToolSpec("get_weather", "Current weather", {"type": "object", "properties": {
     "city": {"type": "string"}}})
@@ -20,17 +21,6 @@ CONVERSATION = (
     Message("assistant", "", tool_calls=(ToolCall("call_1", "get_weather", '{"city": "Rome"}'),)),
     Message("tool", "20 C", tool_call_id="call_1"),
 )
-# A Qwen3-like template: renders tools itself, thinks unless enable_thinking is false.
-THINKING = (
-    "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>{% endif %}"
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
-    "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>"
-    "{% endfor %}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"
-    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
-    "{% else %}<think>\n{% endif %}"
-)
-
-
 def template(source: str) -> ChatTemplate:
     return ChatTemplate(source, bos_token="", eos_token="<|im_end|>")
 

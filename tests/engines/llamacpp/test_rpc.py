@@ -3,7 +3,7 @@ llama.cpp connects (llama.cpp itself would abort the process), a model split acr
 loopback rpc-servers generates what the local engine does, and a server lost mid-stream
 ends that stream by its contract while the process keeps serving.
 
-The rpc-servers are the real ones, built by `tests/llama_cpp_programs.py` from the
+The rpc-servers are the real ones, built by `tests/support/llama_cpp_programs.py` from the
 llama.cpp llama-cpp-python binds."""
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from parlance.engines.llamacpp.rpc import (
     RpcServers,
     probe,
 )
-from tests.llama_cpp_programs import build_root, require
-from tests.real_engine import (
+from tests.support.llama_cpp_programs import build_root, require
+from tests.support.real_engine import (
     CHAT_PROMPT,
     MODEL_ID,
     PATIENCE,
@@ -47,7 +47,7 @@ from tests.real_engine import (
     no_eog_bias,
     run,
 )
-from tests.serve_process import free_port, serve
+from tests.support.serve_process import free_port, serve
 
 SETTINGS = ContextSettings(n_ctx=1024, n_threads=2, parallel=1)
 
@@ -214,7 +214,7 @@ def two_rpc_servers(tmp_path):
         yield first, second
 
 
-@pytest.mark.slow
+@pytest.mark.peers
 def test_the_protocol_version_is_the_bundled_llama_cpp_one():
     """The version `probe` asks for is the one in ggml-rpc.h of the llama.cpp that
     llama-cpp-python bundles: an upgrade of the pin must update it."""
@@ -225,7 +225,8 @@ def test_the_protocol_version_is_the_bundled_llama_cpp_one():
     assert (int(defined["MAJOR"]), int(defined["MINOR"])) == (RPC_PROTO_MAJOR, RPC_PROTO_MINOR)
 
 
-@pytest.mark.slow
+@pytest.mark.peers
+@pytest.mark.model
 async def test_a_model_split_across_two_rpc_servers_generates_what_the_local_engine_does(
         two_rpc_servers, llama):
     first, second = two_rpc_servers
@@ -251,7 +252,7 @@ async def test_a_model_split_across_two_rpc_servers_generates_what_the_local_eng
         assert "[graph_compute]" in server.output(), server.output()[-2000:]
 
 
-@pytest.mark.slow
+@pytest.mark.peers
 def test_startup_names_the_one_rpc_server_that_does_not_answer(tmp_path):
     with rpc_server(tmp_path, "alive") as alive:
         dead = f"127.0.0.1:{free_port()}"
@@ -265,7 +266,8 @@ def test_startup_names_the_one_rpc_server_that_does_not_answer(tmp_path):
     assert "Traceback" not in output
 
 
-@pytest.mark.slow
+@pytest.mark.peers
+@pytest.mark.model
 def test_an_rpc_server_lost_mid_stream_ends_the_stream_and_the_server_lives_on(
         tmp_path, two_rpc_servers, llama):
     """The second rpc-server is killed while a chat stream runs on the split model: the

@@ -14,8 +14,8 @@ from parlance.core.events import Failed, Finish, FinishReason, Progress, TextDel
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.engines.fake import FakeEngine
-from tests.conftest import make_app
-from tests.upstream_replicas import AppServer, fleet
+from tests.support.fake_app import make_app
+from tests.support.upstream_replicas import AppServer, fleet
 
 MODEL = "fake-model"
 PATIENCE = 60.0

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from parlance.engines.upstream import ClientSettings, Fleet, FleetSettings, ReplicaConfig
-from tests.upstream_replicas import AppServer, gateway
+from tests.support.upstream_replicas import AppServer, gateway
 
 MODEL = "misbehaving"
 PATIENCE = 60.0
@@ -57,13 +57,16 @@ class Misbehaving:
     def __exit__(self, *exc: object) -> None:
         async def close() -> None:
             self._server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)  # their writers close
+            await asyncio.sleep(0)  # the transports' close callbacks run
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(PATIENCE)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(PATIENCE)
+        self._loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -1,0 +1,60 @@
+"""A model table whose cold model loads through a scripted loader (fake engines,
+with llama.cpp-like progress), for the server tests of model lifetimes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from parlance.engines.fake import FakeEngine
+from parlance.models.registry import ModelSpec
+from parlance.models.served import ServedModel, ServedModels
+from parlance.server import ServerSettings, create_app
+from tests.support.fake_app import FAKE_SPEC
+from tests.support.real_engine import PATIENCE
+
+
+class ScriptedLoader:
+    """Makes fake engines, reporting progress as llama.cpp does, slowly enough that
+    concurrent requests overlap with the load."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.loaded: list[str] = []
+        self.fail = fail
+
+    def __call__(self, spec, options, on_progress):
+        for step in range(11):
+            time.sleep(0.01)
+            if on_progress is not None:
+                on_progress(step / 10)
+        if self.fail:
+            raise RuntimeError("the file is corrupt")
+        self.loaded.append(spec.id)
+        return FakeEngine(context_length=options.context_length or 2048)
+
+
+def smollm2_path() -> Path:
+    from parlance.models.registry import BUILTIN
+
+    return BUILTIN[0].locate()
+
+
+COLD = ModelSpec(id="acme/cold-model", locate=smollm2_path)
+
+
+def make(loader: ScriptedLoader, **kwargs) -> tuple[ServedModels, object]:
+    warm = ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)
+    models = ServedModels([warm], catalog=lambda: [COLD], loader=loader, **kwargs)
+    return models, create_app(models, ServerSettings())
+
+
+COLD_NAME = COLD.id
+
+
+async def unloaded(models: ServedModels, name: str) -> None:
+    """Wait until `name` is no longer loaded (bounded so that a broken test ends)."""
+    deadline = time.monotonic() + PATIENCE
+    while models.is_loaded(name):
+        assert time.monotonic() < deadline, f"{name} is still loaded"
+        await asyncio.sleep(0.01)
