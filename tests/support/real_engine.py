@@ -47,9 +47,11 @@ PATIENCE = 120.0
 # minutes); tests of the deadline itself set their own.
 REQUEST_TIMEOUT = 3600.0
 
-# Prompts whose greedy answers are known to be long enough / short enough.
-CHAT_PROMPT = "Write a haiku about the sea."  # ends by itself after ~23 tokens
-LONG_CHAT_PROMPT = "What is the capital of France?"  # runs on well past 40 tokens
+# The prompts tests send. What SmolLM2 answers and when it stops vary between CPUs of
+# one kind: a test that needs a length bans the end tokens (`no_eog_bias`, `endless`,
+# `never_ending`), and expected texts come from another run of the same engine.
+CHAT_PROMPT = "Write a haiku about the sea."  # here it ends by itself after ~23 tokens
+LONG_CHAT_PROMPT = "What is the capital of France?"  # here it runs past 40 tokens
 TEXT_PROMPT = "Once upon a time"
 EMOJI_PROMPT = "🐱🐶🐱🐶🐱🐶🐱🐶🐱🐶🐱🐶🐱🐶🐱🐶"  # greedy continues with 🐶, 3 byte tokens each
 # A prompt that forces the model to produce its own multi-byte text (CJK + emoji).
@@ -105,12 +107,17 @@ def no_eog_bias(engine: LlamaCppEngine) -> dict[str, float]:
 
 @contextlib.contextmanager
 def _starting(engine: LlamaCppEngine, start) -> Iterator[None]:
-    """`engine.start` is `start` meanwhile (on this instance only)."""
+    """`engine.start` is `start` meanwhile (on this instance only; nested, each restores
+    what it shadowed)."""
+    shadowed = vars(engine).get("start")
     engine.start = start
     try:
         yield
     finally:
-        del engine.start
+        if shadowed is None:
+            del engine.start
+        else:
+            engine.start = shadowed
 
 
 @contextlib.contextmanager

@@ -103,9 +103,9 @@ def test_served_from_a_models_dir(tmp_path):
                                    timeout=PATIENCE)
         assert openai_answer.status_code == 200, openai_answer.text
         vectors = [d["embedding"] for d in openai_answer.json()["data"]]
-        client = ollama.Client(host=server.base_url, timeout=PATIENCE)
-        alone = client.embed(model=name, input=TEXTS[0]).embeddings[0]
-        legacy = client.embeddings(model=name, prompt=TEXTS[0]).embedding
+        with ollama.Client(host=server.base_url, timeout=PATIENCE) as client:
+            alone = client.embed(model=name, input=TEXTS[0]).embeddings[0]
+            legacy = client.embeddings(model=name, prompt=TEXTS[0]).embedding
     tokens = [101, 1996, 4937, 2938, 2006, 1996, 13523, 1012, 102]
     assert cos(vectors[0], reference_embedding(tokens)) > 0.9999
     assert list(legacy) == list(alone)
