@@ -103,13 +103,13 @@ def _parser() -> argparse.ArgumentParser:
                             "(repeatable; default: none)")
     serve.add_argument("--download-max-jobs", dest="download_max_jobs", type=int,
                        help="model downloads running at once; one more is refused until one "
-                            "has finished (default: 4)")
+                            "has finished")
     serve.add_argument("--download-timeout", dest="download_timeout", type=float,
                        help="seconds one model download may take; a slower one fails and "
-                            "resumes when asked for again (default: 21600)")
+                            "resumes when asked for again")
     serve.add_argument("--download-min-free-mb", dest="download_min_free_mb", type=int,
                        help="free disk, in MiB, that model downloads always leave; a file "
-                            "that does not fit is refused or stopped (default: 1024)")
+                            "that does not fit is refused or stopped")
     serve.add_argument("--jit-ttl", dest="jit_ttl", type=float,
                        help="seconds a model loaded on first use may stay idle (0: forever)")
     serve.add_argument("--memory-budget-mb", dest="memory_budget_mb", type=int,
@@ -138,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream-max-event-mb", dest="upstream_max_event_mb", type=int,
                        help="largest event of an upstream stream, in MiB; a server that "
                             "sends a larger one has that stream ended with an error "
-                            "(default: 8)")
+                            "")
     serve.add_argument("--rpc", action="append", metavar="HOST:PORT",
                        help="a llama.cpp rpc-server to hold the models' layers (repeatable: "
                             "they are split by the servers' free memory; to use this machine "
