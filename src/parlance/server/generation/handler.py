@@ -11,7 +11,6 @@ ends by the dialect's contract. `start` and `frames` also serve WebSocket mode
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncGenerator
@@ -21,7 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from parlance.core.accumulate import Accumulator
-from parlance.core.errors import ContextOverflow, ParlanceError, RequestTimeout
+from parlance.core.errors import ContextOverflow, ParlanceError
 from parlance.core.events import Failed
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import (
@@ -125,8 +124,8 @@ class GenerationHandler:
                 generation = LoadingGeneration(lease, functools.partial(
                     self._start_on, call, toolbox=toolbox))
             else:
-                call, generation = await self._start(call, lease.model, toolbox,
-                                                     supervisor.deadline)
+                call, generation = await supervisor.by_deadline(
+                    self._start(call, lease.model, toolbox))
         except BaseException:
             if toolbox is not None:
                 await toolbox.aclose()
@@ -140,29 +139,22 @@ class GenerationHandler:
 
     async def _start_on(self, call: Call, model: ServedModel, *,
                         toolbox: Toolbox | None) -> Generation:
-        """The generation, once a model loaded inside the response is there."""
-        return (await self._start(call, model, toolbox, None))[1]
+        """The generation, once a model loaded inside the response is there (inside the
+        response, whose events the supervisor already bounds)."""
+        return (await self._start(call, model, toolbox))[1]
 
-    async def _start(self, call: Call, model: ServedModel, toolbox: Toolbox | None,
-                     deadline: float | None) -> tuple[Call, Generation]:
+    async def _start(self, call: Call, model: ServedModel,
+                     toolbox: Toolbox | None) -> tuple[Call, Generation]:
         """Start the generation (inside the server-side tool loop when there are
         server-side tools); for a `Truncating` dialect, drop the oldest turns until
-        the prompt fits the context. The request deadline bounds the engine's start
-        too (an upstream that never answers holds nobody past it); None: the caller's
-        own deadline already does (a load inside the response)."""
+        the prompt fits the context."""
         while True:
             request = with_sampling_defaults(call.request, dict(model.spec.sampling))
             start = model.engine.start
-            timer = asyncio.timeout_at(deadline)
             try:
-                async with timer:
-                    if toolbox is not None:
-                        return call, await ToolLoop.begin(request, toolbox, start)
-                    return call, await start(request)
-            except TimeoutError:
-                if not timer.expired():
-                    raise
-                raise RequestTimeout() from None
+                if toolbox is not None:
+                    return call, await ToolLoop.begin(request, toolbox, start)
+                return call, await start(request)
             except ContextOverflow:
                 if self._truncating is None:
                     raise

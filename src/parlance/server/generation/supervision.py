@@ -121,6 +121,18 @@ class Supervisor:
             record.observe(failed)
             yield failed
 
+    async def by_deadline(self, work: Awaitable[T]) -> T:
+        """`work` (starting the call's generation) bounded by the call's deadline, before
+        anything else watches it: an upstream that never answers holds nobody past it."""
+        timer = asyncio.timeout_at(self.deadline)
+        try:
+            async with timer:
+                return await work
+        except TimeoutError:
+            if not timer.expired():
+                raise
+            raise RequestTimeout() from None
+
     async def answer(self, receive: Receive, work: Awaitable[T]) -> T:
         """The result of work answered at once (embeddings, a token count): a stop
         cancels it and raises the reason; a client that leaves abandons it
