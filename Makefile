@@ -24,7 +24,7 @@ test: check
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not (model or clients or peers)"
+	$(BIN)/python -m pytest -q -m "not (model or clients or peers or browser)"
 
 test-model: $(STAMP)
 	$(BIN)/python -m pytest -q -m "model and not (clients or peers)"

@@ -13,7 +13,7 @@ from parlance.engines.fake import FakeEngine
 from tests.support.fake_app import make_app
 
 pytest_plugins = ("tests.support.fixtures",)
-COSTLY = ("model", "clients", "peers")  # the markers by cost (pyproject.toml)
+COSTLY = ("model", "clients", "peers", "browser")  # the markers by cost (pyproject.toml)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects

@@ -1,6 +1,6 @@
 """Fixtures some tests share, loaded as a pytest plugin by tests/conftest.py: stable ids
 for golden transcripts, the loopback MCP test server and an app that may use it, and an
-app whose models load through a scripted loader."""
+app whose models load through a scripted loader, and a headless browser."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from parlance.engines.fake import FakeEngine
 from parlance.integrations.settings import IntegrationSettings
 from parlance.models.served import ServedModels
 from tests.support import mcp_server
+from tests.support.browser import Browser
 from tests.support.fake_app import make_app
 from tests.support.scripted_models import ScriptedLoader, make
 
@@ -73,3 +74,11 @@ async def scripted() -> AsyncIterator[tuple[ServedModels, httpx.AsyncClient, Scr
                                  base_url="http://t") as client:
         yield models, client, loader
     await models.aclose()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for a module's tests (each opens the page fresh)."""
+    page = Browser()
+    yield page
+    page.close()

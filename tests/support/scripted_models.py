@@ -1,11 +1,14 @@
 """A model table whose cold model loads through a scripted loader (fake engines,
-with llama.cpp-like progress), for the server tests of model lifetimes."""
+with llama.cpp-like progress), for the server tests of model lifetimes; a loader held
+half way (`GatedLoader`) for a test that must see a load in progress."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from parlance.engines.fake import FakeEngine
 from parlance.models.registry import ModelSpec
@@ -32,6 +35,25 @@ class ScriptedLoader:
             raise RuntimeError("the file is corrupt")
         self.loaded.append(spec.id)
         return FakeEngine(context_length=options.context_length or 2048)
+
+
+class GatedLoader:
+    """A model loader (fake engines) that reports progress as llama.cpp does and holds at
+    half way until the test opens its gate, so the page's progress bar can be seen."""
+
+    def __init__(self, engine_factory: Any) -> None:
+        self.gate = threading.Event()
+        self.halfway = threading.Event()
+        self.engine_factory = engine_factory
+
+    def __call__(self, spec: Any, options: Any, on_progress: Any) -> Any:
+        for step in range(11):
+            if step == 5:
+                self.halfway.set()
+                assert self.gate.wait(PATIENCE), "the test never let the load finish"
+            if on_progress is not None:
+                on_progress(step / 10)
+        return self.engine_factory()
 
 
 def smollm2_path() -> Path:

@@ -31,6 +31,7 @@ from parlance.server.endpoints.message_tokens import MessageTokens
 from parlance.server.endpoints.metrics import MetricsEndpoint
 from parlance.server.endpoints.ollama_models import OllamaModels
 from parlance.server.endpoints.stored_responses import StoredResponses
+from parlance.server.endpoints.web import ASSETS, WebPage
 from parlance.server.generation.background import BackgroundRuns
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.generation.socket_mode import SocketEndpoint
@@ -88,6 +89,7 @@ def _under(path: str, paths: tuple[str, ...]) -> bool:
 def build_routes(models: ServedModels, settings: ServerSettings,
                  store: ResponseStore, downloads: DownloadManager | None) -> list[BaseRoute]:
     info = InfoEndpoints(models, settings)
+    web = WebPage(info)
     sealer = server_sealer(settings.data_dir)
     responses = OpenAIResponses(sealer)
     runs = BackgroundRuns(responses, responses.framing, store, kind=responses.stored_kind,
@@ -119,7 +121,8 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/messages/count_tokens", message_tokens.count, methods=["POST"]),
         Route("/messages/count_tokens", message_tokens.count, methods=["POST"]),
         Route("/health", info.health, methods=["GET"]),
-        Route("/", info.root, methods=["GET", "HEAD"]),
+        Route("/", web.root, methods=["GET", "HEAD"]),  # the chat page for browsers
+        Route(ASSETS + "/{name:path}", web.asset, methods=["GET"]),
         Route("/metrics", MetricsEndpoint(models, settings).scrape, methods=["GET"]),
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),

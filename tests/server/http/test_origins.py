@@ -259,3 +259,26 @@ def test_a_server_without_denial_responses_gets_a_close() -> None:
           client.websocket_connect("ws://127.0.0.1/v1/responses", headers={"origin": EVIL})):
         pass
     assert closed.value.code == 1008 and not isinstance(closed.value, WebSocketDenialResponse)
+
+
+@pytest.mark.parametrize(("settings", "host", "origin", "status"), [
+    # the page served under an allowed name posts with its own origin
+    ({"bind_host": "0.0.0.0", "allowed_hosts": ("parlance.lan",)},
+     "parlance.lan:8080", "http://parlance.lan:8080", 200),
+    ({"bind_host": "0.0.0.0", "allowed_hosts": ("parlance.lan",)},
+     "parlance.lan:8080", "http://parlance.lan:9999", 403),  # another port: another site
+    ({"bind_host": "0.0.0.0", "allowed_hosts": ("parlance.lan",)},
+     "parlance.lan", "http://evil.example", 403),
+    # a name nobody allowed (a rebound page's own) is no same origin
+    ({"bind_host": "0.0.0.0"}, "evil.example:8080", "http://evil.example:8080", 403),
+    ({"bind_host": "0.0.0.0", "allowed_hosts": ("*",)},
+     "evil.example:8080", "http://evil.example:8080", 403),
+])
+async def test_a_page_served_under_an_allowed_host_may_post_to_it(
+    fake_engine, settings, host, origin, status,
+) -> None:
+    async with client_for(make_app(fake_engine, **settings)) as client:
+        response = await client.post("/v1/chat/completions", headers={
+            "host": host, "origin": origin}, json={
+            "model": "fake-model", "messages": [{"role": "user", "content": "hi"}]})
+        assert response.status_code == status, response.text

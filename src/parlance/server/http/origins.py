@@ -9,7 +9,10 @@ preflight): unload models, start downloads, run chats. And a page whose name reb
   operator allowed it (`--allowed-origin`); an allowed origin gets CORS headers, and its
   preflight `OPTIONS` is answered here;
 - when the server listens on a loopback address (or `--allowed-host` is given), a request
-  whose `Host` is neither a loopback name nor an allowed host is refused (403).
+  whose `Host` is neither a loopback name nor an allowed host is refused (403);
+- a page this server served itself (the web chat) sends its own origin: one whose
+  authority is the request's `Host` passes when the operator named that host with
+  `--allowed-host` (a name a rebound page cannot use: it is checked against the list).
 
 Clients that send no `Origin` (SDKs, curl) are unaffected. A refusal uses the error envelope
 of the API the path belongs to. WebSocket handshakes obey the same rules: browsers apply no
@@ -89,15 +92,22 @@ class CrossSitePolicy:
         name = host_name(host)
         return is_loopback_name(name) or name in self.hosts
 
-    def origin_allowed(self, origin: str) -> bool:
+    def origin_allowed(self, origin: str, host: str | None = None) -> bool:
         if self.any_origin or _origin_key(origin) in self.origins:
             return True
         try:
             parts = urlsplit(origin.strip())
         except ValueError:  # e.g. an unclosed [
             return False
-        return (parts.scheme.lower() in ("http", "https") and parts.hostname is not None
-                and not parts.path.strip("/") and is_loopback_name(parts.hostname))
+        if (parts.scheme.lower() not in ("http", "https") or parts.hostname is None
+                or parts.path.strip("/")):
+            return False
+        return is_loopback_name(parts.hostname) or self._same_named_host(parts.netloc, host)
+
+    def _same_named_host(self, authority: str, host: str | None) -> bool:
+        """The origin is this server under a name the operator allowed."""
+        return (host is not None and authority.lower() == host.strip().lower()
+                and host_name(host) in self.hosts)
 
 
 class CrossSiteGuard:
@@ -141,7 +151,7 @@ class CrossSiteGuard:
                 "loopback names (a web page on another name could be rebound to this "
                 "machine). Its operator can allow the name with `parlance serve "
                 "--allowed-host`.", code="host_not_allowed")
-        if origin is not None and not self.policy.origin_allowed(origin):
+        if origin is not None and not self.policy.origin_allowed(origin, host):
             return Forbidden(
                 f"Requests from the web origin '{origin}' are not allowed. The server's "
                 "operator can allow it with `parlance serve --allowed-origin`.",
