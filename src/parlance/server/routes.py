@@ -24,6 +24,7 @@ from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
+from parlance.server.endpoints.api_docs import ApiDocs
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.endpoints.info import InfoEndpoints
 from parlance.server.endpoints.lmstudio_models import LMStudioModels
@@ -124,6 +125,10 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
     ]
+    docs = ApiDocs(settings)  # the document of these routes (described in route_docs.py)
+    routes += [Route("/openapi.json", docs.document, methods=["GET"]),
+               Route("/docs", docs.viewer, methods=["GET"]),
+               Route("/docs/{asset}", docs.asset, methods=["GET"])]
     for path, dialect in generation(sealer, responses, messages):
         handler = GenerationHandler(dialect, models, settings, store,
                                     runs if dialect is responses else None)

@@ -1,0 +1,111 @@
+"""What `/openapi.json` says about each plain route of `routes.py` (generation and
+embeddings routes are described by their dialects). A route missing here is listed in
+the document as undocumented, and `tests/server/test_route_docs.py` fails on it."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+from starlette.routing import Route
+
+from parlance.dialects import anthropic, lmstudio, ollama
+from parlance.dialects.anthropic import AnthropicMessages
+from parlance.dialects.lmstudio import models as lmstudio_models
+from parlance.dialects.ollama import models as ollama_models
+from parlance.dialects.openai import errors as openai_errors
+from parlance.dialects.openai.responses import OpenAIResponses
+from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
+from parlance.server.generation.handler import GenerationHandler
+from parlance.server.openapi.operation import (
+    EMPTY,
+    HTML,
+    JSON,
+    TEXT,
+    Operation,
+    Query,
+    either,
+    embedding,
+    generating,
+    streamed,
+)
+
+_OPENAI = (openai_errors.render_error,)
+_LMSTUDIO = (lmstudio.render_error,)
+_OLLAMA = (ollama.render_error,)
+_ANTHROPIC = (anthropic.render_error,)
+_INTEGER = {"type": "integer"}
+_FILES = MappingProxyType({"text/css": {"type": "string"},
+                           "text/javascript": {"type": "string"},
+                           "text/plain": {"type": "string"}})
+
+PLAIN: dict[tuple[str, str], Operation] = {
+    ("GET", "/api/v1/models"): Operation("LM Studio: the models", _LMSTUDIO),
+    ("POST", "/api/v1/models/load"): Operation(
+        "LM Studio: load a model", _LMSTUDIO, body=lmstudio_models.LoadRequest),
+    ("POST", "/api/v1/models/unload"): Operation(
+        "LM Studio: unload a model", _LMSTUDIO, body=lmstudio_models.UnloadRequest),
+    ("POST", "/api/v1/models/download"): Operation(
+        "LM Studio: download a model", _LMSTUDIO, body=lmstudio_models.DownloadRequest),
+    ("GET", "/api/v1/models/download/status/{job_id}"): Operation(
+        "LM Studio: a download's progress", _LMSTUDIO),
+    ("GET", "/api/tags"): Operation("Ollama: the models", _OLLAMA),
+    ("POST", "/api/show"): Operation(
+        "Ollama: a model's details", _OLLAMA, body=ollama_models.ShowRequest),
+    ("GET", "/api/ps"): Operation("Ollama: the loaded models", _OLLAMA),
+    ("GET", "/api/version"): Operation("Ollama: the version it speaks", _OLLAMA),
+    ("POST", "/api/pull"): Operation(
+        "Ollama: download a model", _OLLAMA, either(JSON, streamed("ndjson")),
+        body=ollama_models.PullRequest),
+    ("DELETE", "/api/delete"): Operation(
+        "Ollama: delete a model", _OLLAMA, EMPTY, body=ollama_models.DeleteRequest),
+    ("POST", "/api/copy"): Operation(
+        "Ollama: another name for a model", _OLLAMA, EMPTY, body=ollama_models.CopyRequest),
+    ("POST", "/v1/responses/input_tokens"): Operation(
+        "Responses: count a request's input tokens", _OPENAI,
+        body=OpenAIResponses.body_model),
+    ("GET", "/v1/responses/{response_id}"): Operation(
+        "Responses: a stored response, or its stream replayed", _OPENAI,
+        either(JSON, streamed("sse")),
+        query=(Query("stream", {"type": "boolean"}), Query("starting_after", _INTEGER))),
+    ("DELETE", "/v1/responses/{response_id}"): Operation(
+        "Responses: delete a stored response", _OPENAI),
+    ("GET", "/v1/responses/{response_id}/input_items"): Operation(
+        "Responses: the input items a stored response saw", _OPENAI,
+        query=(Query("limit", {"type": "integer", "minimum": 1, "maximum": 100}),
+               Query("order", {"enum": ["asc", "desc"]}),
+               Query("after", {"type": "string"}))),
+    ("POST", "/v1/responses/{response_id}/cancel"): Operation(
+        "Responses: cancel a background response", _OPENAI),
+    ("POST", "/v1/responses/{sub_path}"): Operation(
+        "Responses: no endpoint (every other path under it is not found)", _OPENAI,
+        succeeds=False),
+    ("POST", "/v1/messages/count_tokens"): Operation(
+        "Anthropic Messages: count a request's tokens", _ANTHROPIC,
+        body=AnthropicMessages.body_model),
+    ("POST", "/messages/count_tokens"): Operation(
+        "Anthropic Messages: count a request's tokens", _ANTHROPIC,
+        body=AnthropicMessages.body_model),
+    ("GET", "/health"): Operation("Liveness", _OPENAI, public=True),
+    ("GET", "/"): Operation("Liveness, as Claude Code and Ollama's apps probe it", _OPENAI,
+                            TEXT, public=True),
+    ("GET", "/metrics"): Operation("Prometheus metrics", _OPENAI, TEXT),
+    # Anthropic's clients (they send `anthropic-version`) get Anthropic's shapes
+    ("GET", "/v1/models"): Operation("The models (OpenAI's or Anthropic's list)",
+                                     _OPENAI + _ANTHROPIC),
+    ("GET", "/v1/models/{model_id}"): Operation("A model (OpenAI's or Anthropic's object)",
+                                                _OPENAI + _ANTHROPIC),
+    ("GET", "/openapi.json"): Operation("This document", _OPENAI, public=True),
+    ("GET", "/docs"): Operation("This document in a viewer", _OPENAI, HTML, public=True),
+    ("GET", "/docs/{asset}"): Operation("The viewer's files", _OPENAI, _FILES, public=True),
+}
+
+
+def describe(route: Route, method: str, path: str) -> Operation | None:
+    """`method` on `route` (at `path`, its OpenAPI spelling), or None if undocumented."""
+    owner: Any = getattr(route.endpoint, "__self__", None)
+    if isinstance(owner, GenerationHandler):
+        return generating(owner.dialect)
+    if isinstance(owner, EmbeddingsEndpoint):
+        return embedding(owner.dialect)
+    return PLAIN.get((method, path))
