@@ -7,14 +7,22 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import BaseModel
 from starlette.routing import Route
 
 from parlance.dialects import anthropic, lmstudio, ollama
 from parlance.dialects.anthropic import AnthropicMessages
+from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.lmstudio import models as lmstudio_models
+from parlance.dialects.ollama import OllamaChat, OllamaGenerate
 from parlance.dialects.ollama import models as ollama_models
+from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
 from parlance.dialects.openai import errors as openai_errors
+from parlance.dialects.openai.chat import OpenAIChat
+from parlance.dialects.openai.completions import OpenAICompletions
+from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
+from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.openapi.operation import (
@@ -98,6 +106,34 @@ PLAIN: dict[tuple[str, str], Operation] = {
     ("GET", "/openapi.json"): Operation("This document", _OPENAI, public=True),
     ("GET", "/docs"): Operation("This document in a viewer", _OPENAI, HTML, public=True),
     ("GET", "/docs/{asset}"): Operation("The viewer's files", _OPENAI, _FILES, public=True),
+}
+
+
+_HELLO = [{"role": "user", "content": "Hello!"}]
+_MODEL = "my-model"
+
+# A small valid body of each model, shown by `/docs` (and sent by "Try it out"); the
+# schemathesis test sends each one and its streamed variant and expects a success.
+EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
+    OpenAIChat.body_model: {"model": _MODEL, "messages": _HELLO, "max_tokens": 64},
+    OpenAICompletions.body_model: {"model": _MODEL, "prompt": "Once upon a time",
+                                   "max_tokens": 64},
+    OpenAIResponses.body_model: {"model": _MODEL, "input": "Hello!"},
+    ResponsesCompaction.body_model: {"model": _MODEL, "input": _HELLO},
+    LMStudioChat.body_model: {"model": _MODEL, "input": "Hello!"},
+    AnthropicMessages.body_model: {"model": _MODEL, "max_tokens": 64, "messages": _HELLO},
+    OllamaChat.body_model: {"model": _MODEL, "messages": _HELLO, "stream": False},
+    OllamaGenerate.body_model: {"model": _MODEL, "prompt": "Hello!", "stream": False},
+    OpenAIEmbeddings.body_model: {"model": _MODEL, "input": "Hello!"},
+    OllamaEmbed.body_model: {"model": _MODEL, "input": "Hello!"},
+    OllamaEmbeddings.body_model: {"model": _MODEL, "prompt": "Hello!"},
+    lmstudio_models.LoadRequest: {"model": _MODEL},
+    lmstudio_models.UnloadRequest: {"instance_id": _MODEL},
+    lmstudio_models.DownloadRequest: {"model": "owner/repo"},
+    ollama_models.ShowRequest: {"model": _MODEL},
+    ollama_models.PullRequest: {"model": _MODEL, "stream": False},
+    ollama_models.DeleteRequest: {"model": "my-copy"},
+    ollama_models.CopyRequest: {"source": _MODEL, "destination": "my-copy"},
 }
 
 

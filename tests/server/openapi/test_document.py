@@ -15,7 +15,7 @@ from parlance.dialects.base import Dialect
 from parlance.engines.fake import FakeEngine
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.openapi.document import openapi_path
-from parlance.server.route_docs import describe
+from parlance.server.route_docs import EXAMPLES, describe
 from tests.support.error_kinds import ALL_KINDS, instance
 from tests.support.fake_app import make_app
 
@@ -59,8 +59,23 @@ def test_a_generation_body_is_the_model_its_dialect_parses_with(app, document):
         body = op["requestBody"]["content"]["application/json"]["schema"]
         assert resolved(document, body)["title"] == dialect.body_model.__name__
         streamed = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
-        assert set(op["responses"]["200"]["content"]) == {"application/json",
-                                                          streamed[dialect.framing]}
+        answers = {"application/json"}
+        if "stream" in dialect.body_model.model_fields:  # a body that may ask for a stream
+            answers.add(streamed[dialect.framing])
+        assert set(op["responses"]["200"]["content"]) == answers
+    compaction = document["paths"]["/v1/responses/compact"]["post"]["responses"]["200"]
+    assert set(compaction["content"]) == {"application/json"}
+
+
+def test_every_body_has_an_example_its_own_model_accepts(document):
+    for path, ops in document["paths"].items():
+        for op in ops.values():
+            if "requestBody" not in op:
+                continue
+            body = op["requestBody"]["content"]["application/json"]
+            assert "example" in body, f"add an example for {path} to route_docs.EXAMPLES"
+    for model, example in EXAMPLES.items():
+        model.model_validate(example)
 
 
 def test_every_error_a_route_renders_fits_its_documented_schema(app, document):

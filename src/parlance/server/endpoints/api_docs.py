@@ -14,7 +14,7 @@ from parlance.core.errors import ResourceNotFound
 from parlance.dialects.openai import errors as openai_errors
 from parlance.server.http.refusal import error_response
 from parlance.server.openapi.document import openapi_document
-from parlance.server.route_docs import describe
+from parlance.server.route_docs import EXAMPLES, describe
 from parlance.server.settings import ServerSettings
 
 _VIEWER = resources.files("parlance.server.openapi") / "viewer"
@@ -38,6 +38,7 @@ class ApiDocs:
     async def document(self, request: Request) -> Response:
         if self._document is None:
             self._document = openapi_document(request.app.router.routes, describe,
+                                              examples=EXAMPLES,
                                               keys_required=self.keys_required)
         return JSONResponse(self._document)
 

@@ -6,7 +6,7 @@ the POST routes); HEAD is answered as GET is."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -39,7 +39,9 @@ def operations(routes: Sequence[BaseRoute], describe: Describe
 
 
 def openapi_document(routes: Sequence[BaseRoute], describe: Describe, *,
+                     examples: Mapping[type[BaseModel], dict[str, Any]],
                      keys_required: bool) -> dict[str, Any]:
+    """`examples`: a valid body of each model, shown with it."""
     listed = list(operations(routes, describe))
     refs, components = body_schemas(op.body for *_, op in listed
                                      if op is not None and op.body is not None)
@@ -48,7 +50,7 @@ def openapi_document(routes: Sequence[BaseRoute], describe: Describe, *,
         params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
                   for name in route.param_convertors]
         paths.setdefault(path, {})[method.lower()] = (
-            _operation(op, params, refs, keys_required) if op is not None
+            _operation(op, params, refs, examples, keys_required) if op is not None
             else {"summary": "Undocumented", "parameters": params, UNDOCUMENTED: True,
                   "responses": {"default": {"description": "Not described"}}})
     document: dict[str, Any] = {
@@ -69,7 +71,8 @@ def openapi_document(routes: Sequence[BaseRoute], describe: Describe, *,
 
 
 def _operation(op: Operation, params: list[dict[str, Any]],
-               refs: dict[type[BaseModel], dict[str, Any]], keys_required: bool
+               refs: dict[type[BaseModel], dict[str, Any]],
+               examples: Mapping[type[BaseModel], dict[str, Any]], keys_required: bool
                ) -> dict[str, Any]:
     query = [{"name": q.name, "in": "query", "required": False, "schema": q.schema}
              for q in op.query]
@@ -85,8 +88,10 @@ def _operation(op: Operation, params: list[dict[str, Any]],
     out: dict[str, Any] = {"summary": op.summary, "parameters": params + query,
                            "responses": responses}
     if op.body is not None:
-        out["requestBody"] = {"required": True,
-                              "content": {"application/json": {"schema": refs[op.body]}}}
+        body: dict[str, Any] = {"schema": refs[op.body]}
+        if op.body in examples:
+            body["example"] = examples[op.body]
+        out["requestBody"] = {"required": True, "content": {"application/json": body}}
     if op.public and keys_required:
         out["security"] = []
     return out

@@ -27,9 +27,17 @@ HTML: Content = MappingProxyType({"text/html": {"type": "string"}})
 EMPTY: Content = MappingProxyType({})
 
 
+# Before OpenAPI 3.2's `itemSchema`, an event stream's `schema` describes one event: its
+# `data` is the dialect's frame (JSON, or a sentinel such as `[DONE]`), `event` its name
+# where the dialect names events. NDJSON has no such convention: the body is text.
+_FRAME = {"sse": {"type": "object", "required": ["data"],
+                  "properties": {"data": {"type": "string"}, "event": {"type": "string"}}},
+          "ndjson": {"type": "string"}}
+
+
 def streamed(framing: Framing) -> Content:
     """The media type the stream transport sends frames of this framing as."""
-    return MappingProxyType({MEDIA_TYPES[framing].split(";")[0]: {"type": "string"}})
+    return MappingProxyType({MEDIA_TYPES[framing].split(";")[0]: _FRAME[framing]})
 
 
 def either(*contents: Content) -> Content:
@@ -57,8 +65,9 @@ class Operation:
 def generating(dialect: Dialect[Any]) -> Operation:
     """A generation route, as its dialect reads and answers it: streamed in the
     dialect's framing when the body asks for a stream, one JSON object otherwise."""
+    streams = "stream" in dialect.body_model.model_fields  # (compaction never streams)
     return Operation(_summary(dialect), (dialect.render_error,),
-                     either(JSON, streamed(dialect.framing)),
+                     either(JSON, streamed(dialect.framing)) if streams else JSON,
                      dialect.body_model)
 
 
