@@ -26,6 +26,7 @@ from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.openapi.operation import (
+    API_NAMES,
     EMPTY,
     HTML,
     JSON,
@@ -46,66 +47,70 @@ _INTEGER = {"type": "integer"}
 _FILES = MappingProxyType({"text/css": {"type": "string"},
                            "text/javascript": {"type": "string"},
                            "text/plain": {"type": "string"}})
+# Tags: the APIs (as the dialects' routes are grouped), and the server's own routes
+OPENAI, ANTHROPIC = API_NAMES["openai"], API_NAMES["anthropic"]
+OLLAMA, LMSTUDIO = API_NAMES["ollama"], API_NAMES["lmstudio"]
+SERVER = "Server"
 
 PLAIN: dict[tuple[str, str], Operation] = {
-    ("GET", "/api/v1/models"): Operation("LM Studio: the models", _LMSTUDIO),
+    ("GET", "/api/v1/models"): Operation(LMSTUDIO, "The models", _LMSTUDIO),
     ("POST", "/api/v1/models/load"): Operation(
-        "LM Studio: load a model", _LMSTUDIO, body=lmstudio_models.LoadRequest),
+        LMSTUDIO, "Load a model", _LMSTUDIO, body=lmstudio_models.LoadRequest),
     ("POST", "/api/v1/models/unload"): Operation(
-        "LM Studio: unload a model", _LMSTUDIO, body=lmstudio_models.UnloadRequest),
+        LMSTUDIO, "Unload a model", _LMSTUDIO, body=lmstudio_models.UnloadRequest),
     ("POST", "/api/v1/models/download"): Operation(
-        "LM Studio: download a model", _LMSTUDIO, body=lmstudio_models.DownloadRequest),
+        LMSTUDIO, "Download a model", _LMSTUDIO, body=lmstudio_models.DownloadRequest),
     ("GET", "/api/v1/models/download/status/{job_id}"): Operation(
-        "LM Studio: a download's progress", _LMSTUDIO),
-    ("GET", "/api/tags"): Operation("Ollama: the models", _OLLAMA),
+        LMSTUDIO, "A download's progress", _LMSTUDIO),
+    ("GET", "/api/tags"): Operation(OLLAMA, "The models", _OLLAMA),
     ("POST", "/api/show"): Operation(
-        "Ollama: a model's details", _OLLAMA, body=ollama_models.ShowRequest),
-    ("GET", "/api/ps"): Operation("Ollama: the loaded models", _OLLAMA),
-    ("GET", "/api/version"): Operation("Ollama: the version it speaks", _OLLAMA),
+        OLLAMA, "A model's details", _OLLAMA, body=ollama_models.ShowRequest),
+    ("GET", "/api/ps"): Operation(OLLAMA, "The loaded models", _OLLAMA),
+    ("GET", "/api/version"): Operation(OLLAMA, "The version it speaks", _OLLAMA),
     ("POST", "/api/pull"): Operation(
-        "Ollama: download a model", _OLLAMA, either(JSON, streamed("ndjson")),
+        OLLAMA, "Download a model", _OLLAMA, either(JSON, streamed("ndjson")),
         body=ollama_models.PullRequest),
     ("DELETE", "/api/delete"): Operation(
-        "Ollama: delete a model", _OLLAMA, EMPTY, body=ollama_models.DeleteRequest),
+        OLLAMA, "Delete a model", _OLLAMA, EMPTY, body=ollama_models.DeleteRequest),
     ("POST", "/api/copy"): Operation(
-        "Ollama: another name for a model", _OLLAMA, EMPTY, body=ollama_models.CopyRequest),
+        OLLAMA, "Another name for a model", _OLLAMA, EMPTY, body=ollama_models.CopyRequest),
     ("POST", "/v1/responses/input_tokens"): Operation(
-        "Responses: count a request's input tokens", _OPENAI,
+        OPENAI, "Responses: count a request's input tokens", _OPENAI,
         body=OpenAIResponses.body_model),
     ("GET", "/v1/responses/{response_id}"): Operation(
-        "Responses: a stored response, or its stream replayed", _OPENAI,
+        OPENAI, "Responses: a stored response, or its stream replayed", _OPENAI,
         either(JSON, streamed("sse")),
         query=(Query("stream", {"type": "boolean"}), Query("starting_after", _INTEGER))),
     ("DELETE", "/v1/responses/{response_id}"): Operation(
-        "Responses: delete a stored response", _OPENAI),
+        OPENAI, "Responses: delete a stored response", _OPENAI),
     ("GET", "/v1/responses/{response_id}/input_items"): Operation(
-        "Responses: the input items a stored response saw", _OPENAI,
+        OPENAI, "Responses: the input items a stored response saw", _OPENAI,
         query=(Query("limit", {"type": "integer", "minimum": 1, "maximum": 100}),
                Query("order", {"enum": ["asc", "desc"]}),
                Query("after", {"type": "string"}))),
     ("POST", "/v1/responses/{response_id}/cancel"): Operation(
-        "Responses: cancel a background response", _OPENAI),
+        OPENAI, "Responses: cancel a background response", _OPENAI),
     ("POST", "/v1/responses/{sub_path}"): Operation(
-        "Responses: no endpoint (every other path under it is not found)", _OPENAI,
+        OPENAI, "Responses: no endpoint (any other path under it is not found)", _OPENAI,
         succeeds=False),
     ("POST", "/v1/messages/count_tokens"): Operation(
-        "Anthropic Messages: count a request's tokens", _ANTHROPIC,
-        body=AnthropicMessages.body_model),
+        ANTHROPIC, "Count a request's tokens", _ANTHROPIC, body=AnthropicMessages.body_model),
     ("POST", "/messages/count_tokens"): Operation(
-        "Anthropic Messages: count a request's tokens", _ANTHROPIC,
-        body=AnthropicMessages.body_model),
-    ("GET", "/health"): Operation("Liveness", _OPENAI, public=True),
-    ("GET", "/"): Operation("Liveness, as Claude Code and Ollama's apps probe it", _OPENAI,
-                            TEXT, public=True),
-    ("GET", "/metrics"): Operation("Prometheus metrics", _OPENAI, TEXT),
+        ANTHROPIC, "Count a request's tokens", _ANTHROPIC, body=AnthropicMessages.body_model),
     # Anthropic's clients (they send `anthropic-version`) get Anthropic's shapes
-    ("GET", "/v1/models"): Operation("The models (OpenAI's or Anthropic's list)",
-                                     _OPENAI + _ANTHROPIC),
-    ("GET", "/v1/models/{model_id}"): Operation("A model (OpenAI's or Anthropic's object)",
-                                                _OPENAI + _ANTHROPIC),
-    ("GET", "/openapi.json"): Operation("This document", _OPENAI, public=True),
-    ("GET", "/docs"): Operation("This document in a viewer", _OPENAI, HTML, public=True),
-    ("GET", "/docs/{asset}"): Operation("The viewer's files", _OPENAI, _FILES, public=True),
+    ("GET", "/v1/models"): Operation(
+        OPENAI, "The models (OpenAI's or Anthropic's list)", _OPENAI + _ANTHROPIC),
+    ("GET", "/v1/models/{model_id}"): Operation(
+        OPENAI, "A model (OpenAI's or Anthropic's object)", _OPENAI + _ANTHROPIC),
+    ("GET", "/health"): Operation(SERVER, "Liveness", _OPENAI, public=True),
+    ("GET", "/"): Operation(SERVER, "Liveness, as Claude Code and Ollama's apps probe it",
+                            _OPENAI, TEXT, public=True),
+    ("GET", "/metrics"): Operation(SERVER, "Prometheus metrics", _OPENAI, TEXT),
+    ("GET", "/openapi.json"): Operation(SERVER, "This document", _OPENAI, public=True),
+    ("GET", "/docs"): Operation(SERVER, "This document in a viewer", _OPENAI, HTML,
+                                public=True),
+    ("GET", "/docs/{asset}"): Operation(SERVER, "The viewer's files", _OPENAI, _FILES,
+                                        public=True),
 }
 
 

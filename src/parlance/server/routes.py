@@ -125,7 +125,7 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
     ]
-    docs = ApiDocs(settings)  # the document of these routes (described in route_docs.py)
+    docs = ApiDocs(settings, error_renderer)  # these routes' document (see route_docs.py)
     routes += [Route("/openapi.json", docs.document, methods=["GET"]),
                Route("/docs", docs.viewer, methods=["GET"]),
                Route("/docs/{asset}", docs.asset, methods=["GET"])]

@@ -16,6 +16,7 @@ from parlance.engines.fake import FakeEngine
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.openapi.document import openapi_path
 from parlance.server.route_docs import EXAMPLES, describe
+from parlance.server.routes import error_renderer
 from tests.support.error_kinds import ALL_KINDS, instance
 from tests.support.fake_app import make_app
 
@@ -79,8 +80,9 @@ def test_every_body_has_an_example_its_own_model_accepts(document):
 
 
 def test_every_error_a_route_renders_fits_its_documented_schema(app, document):
-    """Each kind of error, in each envelope a route answers in, against the schema the
-    document derived from that envelope."""
+    """Each kind of error, in each envelope a route answers in (its endpoint's, and its
+    path's for refusals before the endpoint runs), against the schema the document
+    derived from those envelopes."""
     checked = 0
     for route in app.router.routes:
         if not isinstance(route, Route):
@@ -92,7 +94,7 @@ def test_every_error_a_route_renders_fits_its_documented_schema(app, document):
             schema = document["paths"][path][method.lower()]["responses"]["4XX"][
                 "content"]["application/json"]["schema"]
             validator = validator_for(schema)(schema)
-            for render in op.errors:
+            for render in (*op.errors, error_renderer(route.path)):
                 for kind in ALL_KINDS:
                     validator.validate(render(instance(kind)).body)
                     checked += 1
@@ -133,3 +135,18 @@ def test_path_parameters_lose_their_convertors(document):
     op = document["paths"]["/v1/models/{model_id}"]["get"]
     assert op["parameters"] == [{"name": "model_id", "in": "path", "required": True,
                                  "schema": {"type": "string"}}]
+
+
+def test_operations_are_grouped_by_the_api_they_belong_to(document):
+    tags = {f"{method.upper()} {path}": op["tags"] for path, ops in document["paths"].items()
+            for method, op in ops.items()}
+    assert set().union(*map(set, tags.values())) == {
+        "OpenAI", "Anthropic", "Ollama", "LM Studio", "Server"}
+    assert tags["POST /v1/chat/completions"] == tags["GET /v1/responses/{response_id}"] == [
+        "OpenAI"]
+    assert tags["POST /api/chat"] == tags["POST /api/embed"] == tags["GET /api/tags"] == [
+        "Ollama"]
+    assert tags["POST /api/v1/chat"] == tags["GET /api/v1/models"] == ["LM Studio"]
+    assert tags["POST /api/v0/embeddings"] == ["OpenAI"]  # OpenAI's shape at LM Studio's path
+    assert tags["POST /v1/messages"] == tags["POST /v1/messages/count_tokens"] == [
+        "Anthropic"]

@@ -4,6 +4,7 @@ API key: the document names routes and shapes, nothing the server holds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -12,7 +13,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from parlance.core.errors import ResourceNotFound
 from parlance.dialects.openai import errors as openai_errors
-from parlance.server.http.refusal import error_response
+from parlance.server.http.refusal import Render, error_response
 from parlance.server.openapi.document import openapi_document
 from parlance.server.route_docs import EXAMPLES, describe
 from parlance.server.settings import ServerSettings
@@ -31,14 +32,16 @@ _POLICY = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-i
 
 
 class ApiDocs:
-    def __init__(self, settings: ServerSettings) -> None:
+    def __init__(self, settings: ServerSettings, refusals: Callable[[str], Render]) -> None:
+        """`refusals`: the error envelope of a path (`routes.error_renderer`)."""
         self.keys_required = bool(settings.api_keys)
+        self.refusals = refusals
         self._document: dict[str, Any] | None = None
 
     async def document(self, request: Request) -> Response:
         if self._document is None:
             self._document = openapi_document(request.app.router.routes, describe,
-                                              examples=EXAMPLES,
+                                              refusals=self.refusals, examples=EXAMPLES,
                                               keys_required=self.keys_required)
         return JSONResponse(self._document)
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from starlette.routing import BaseRoute, Route
 
 import parlance
+from parlance.server.http.refusal import Render
 from parlance.server.openapi.operation import Operation
 from parlance.server.openapi.shapes import body_schemas, envelope_schema
 
@@ -39,9 +40,12 @@ def operations(routes: Sequence[BaseRoute], describe: Describe
 
 
 def openapi_document(routes: Sequence[BaseRoute], describe: Describe, *,
+                     refusals: Callable[[str], Render],
                      examples: Mapping[type[BaseModel], dict[str, Any]],
                      keys_required: bool) -> dict[str, Any]:
-    """`examples`: a valid body of each model, shown with it."""
+    """`refusals`: the envelope of a path's errors made before its endpoint runs (a
+    body too large, a wrong method, a draining server); `examples`: a valid body of
+    each model, shown with it."""
     listed = list(operations(routes, describe))
     refs, components = body_schemas(op.body for *_, op in listed
                                      if op is not None and op.body is not None)
@@ -50,7 +54,8 @@ def openapi_document(routes: Sequence[BaseRoute], describe: Describe, *,
         params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
                   for name in route.param_convertors]
         paths.setdefault(path, {})[method.lower()] = (
-            _operation(op, params, refs, examples, keys_required) if op is not None
+            _operation(op, params, refs, examples, keys_required,
+                       envelopes=(*op.errors, refusals(route.path))) if op is not None
             else {"summary": "Undocumented", "parameters": params, UNDOCUMENTED: True,
                   "responses": {"default": {"description": "Not described"}}})
     document: dict[str, Any] = {
@@ -72,11 +77,14 @@ def openapi_document(routes: Sequence[BaseRoute], describe: Describe, *,
 
 def _operation(op: Operation, params: list[dict[str, Any]],
                refs: dict[type[BaseModel], dict[str, Any]],
-               examples: Mapping[type[BaseModel], dict[str, Any]], keys_required: bool
-               ) -> dict[str, Any]:
+               examples: Mapping[type[BaseModel], dict[str, Any]], keys_required: bool,
+               envelopes: tuple[Render, ...]) -> dict[str, Any]:
     query = [{"name": q.name, "in": "query", "required": False, "schema": q.schema}
              for q in op.query]
-    errors = [envelope_schema(render) for render in op.errors]
+    errors: list[dict[str, Any]] = []
+    for schema in map(envelope_schema, envelopes):
+        if schema not in errors:
+            errors.append(schema)
     error = {"description": "An error, in this API's envelope", "content": {
         "application/json": {"schema": errors[0] if len(errors) == 1 else {"anyOf": errors}}}}
     responses: dict[str, Any] = {"4XX": error, "5XX": error}
@@ -85,7 +93,8 @@ def _operation(op: Operation, params: list[dict[str, Any]],
         if op.answer:
             answer["content"] = {media: {"schema": schema} for media, schema in op.answer.items()}
         responses = {"200": answer, **responses}
-    out: dict[str, Any] = {"summary": op.summary, "parameters": params + query,
+    out: dict[str, Any] = {"tags": [op.tag], "summary": op.summary,
+                           "parameters": params + query,
                            "responses": responses}
     if op.body is not None:
         body: dict[str, Any] = {"schema": refs[op.body]}

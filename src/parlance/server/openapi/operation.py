@@ -51,8 +51,14 @@ class Query:
     schema: dict[str, Any]
 
 
+# A dialect package's API, as the document groups operations
+API_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic", "ollama": "Ollama",
+             "lmstudio": "LM Studio"}
+
+
 @dataclass(frozen=True, slots=True)
 class Operation:
+    tag: str  # the API it belongs to
     summary: str
     errors: tuple[Render, ...]  # the envelopes its errors come in (any of them)
     answer: Content = field(default_factory=lambda: JSON)
@@ -66,13 +72,19 @@ def generating(dialect: Dialect[Any]) -> Operation:
     """A generation route, as its dialect reads and answers it: streamed in the
     dialect's framing when the body asks for a stream, one JSON object otherwise."""
     streams = "stream" in dialect.body_model.model_fields  # (compaction never streams)
-    return Operation(_summary(dialect), (dialect.render_error,),
+    return Operation(_api(dialect), _summary(dialect), (dialect.render_error,),
                      either(JSON, streamed(dialect.framing)) if streams else JSON,
                      dialect.body_model)
 
 
 def embedding(dialect: EmbeddingDialect[Any]) -> Operation:
-    return Operation(_summary(dialect), (dialect.render_error,), JSON, dialect.body_model)
+    return Operation(_api(dialect), _summary(dialect), (dialect.render_error,), JSON,
+                     dialect.body_model)
+
+
+def _api(dialect: object) -> str:
+    """The API of the dialect package the dialect comes from (`parlance.dialects.<api>`)."""
+    return API_NAMES[type(dialect).__module__.split(".")[2]]
 
 
 def _summary(dialect: object) -> str:
