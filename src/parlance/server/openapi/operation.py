@@ -30,9 +30,11 @@ EMPTY: Content = MappingProxyType({})
 # Before OpenAPI 3.2's `itemSchema`, an event stream's `schema` describes one event: its
 # `data` is the dialect's frame (JSON, or a sentinel such as `[DONE]`), `event` its name
 # where the dialect names events. NDJSON has no such convention: the body is text.
-_FRAME = {"sse": {"type": "object", "required": ["data"],
-                  "properties": {"data": {"type": "string"}, "event": {"type": "string"}}},
-          "ndjson": {"type": "string"}}
+_FRAME: dict[str, dict[str, Any]] = {
+    "sse": {"type": "object", "required": ["data"],
+            "properties": {"data": {"type": "string"}, "event": {"type": "string"}}},
+    "ndjson": {"type": "string"},
+}
 
 
 def streamed(framing: Framing) -> Content:
