@@ -4,9 +4,7 @@ from that API's set, in its envelope, with one of its error types."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 from openai.types.shared import ErrorObject
@@ -25,6 +23,7 @@ from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
 from tests.support import anthropic_contract, lmstudio_contract, ollama_contract
+from tests.support.error_kinds import ALL_KINDS, instance
 
 # OpenAI's SDK raises a typed error for 400/401/403/404/409/422/429 and 5xx and retries
 # 408; its MCP connector answers 424; 405, 413 and 501 are HTTP's own.
@@ -45,29 +44,6 @@ ANTHROPIC_TYPE_OF = {400: "invalid_request_error", 401: "authentication_error",
 # full queue with 503; 403, 405 and 504 are HTTP's own
 OLLAMA_STATUSES = {400, 401, 403, 404, 405, 413, 429, 500, 502, 503, 504}
 LMSTUDIO_STATUSES = {400, 401, 403, 404, 405, 408, 413, 429, 500, 501, 502, 503}
-
-# A value for each constructor parameter an error kind may require
-SAMPLES: dict[str, Any] = {"message": "Something is wrong.", "model": "no-such-model",
-                           "limit": 8, "configured": False}
-
-
-def kinds(cls: type[ParlanceError] = ParlanceError) -> Iterator[type[ParlanceError]]:
-    yield cls
-    for sub in cls.__subclasses__():
-        yield from kinds(sub)
-
-
-ALL_KINDS = sorted(set(kinds()), key=lambda cls: cls.__name__)
-
-
-def instance(cls: type[ParlanceError]) -> ParlanceError:
-    required = {name: param for name, param in inspect.signature(cls).parameters.items()
-                if param.default is inspect.Parameter.empty
-                and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)}
-    missing = set(required) - set(SAMPLES)
-    assert not missing, f"add a sample value for {cls.__name__}'s {sorted(missing)}"
-    return cls(**{name: SAMPLES[name] for name in required})
-
 
 def check_openai(rendered: ErrorResponse) -> None:
     assert rendered.status in OPENAI_STATUSES

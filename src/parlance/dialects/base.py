@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from pydantic import BaseModel
+
 from parlance.core.accumulate import Completion
 from parlance.core.errors import ParlanceError
 from parlance.core.events import Event
@@ -106,6 +108,11 @@ C_in = TypeVar("C_in", bound=Call, contravariant=True)
 
 class Dialect(Protocol[C]):
     framing: Framing
+
+    @property
+    def body_model(self) -> type[BaseModel]:
+        """The pydantic model `parse` validates the body with: also what the server's
+        OpenAPI document says the body is, so the two cannot disagree."""
 
     def parse(self, body: Any) -> C: ...
 

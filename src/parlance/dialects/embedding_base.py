@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel
+
 from parlance.core.embeddings import EmbeddingRequest, Embeddings
 from parlance.core.errors import ParlanceError
 from parlance.dialects.base import ErrorResponse
@@ -36,6 +38,10 @@ E = TypeVar("E", bound=EmbedCall)
 
 
 class EmbeddingDialect(Protocol[E]):
+    @property
+    def body_model(self) -> type[BaseModel]:
+        """The pydantic model `parse` validates the body with (see `Dialect.body_model`)."""
+
     def parse(self, body: Any) -> E: ...
 
     def render(self, call: E, served: EmbedServed, result: Embeddings) -> dict[str, Any]: ...

@@ -24,6 +24,7 @@ from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
+from parlance.server.endpoints.api_docs import ApiDocs
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.endpoints.info import InfoEndpoints
 from parlance.server.endpoints.lmstudio_models import LMStudioModels
@@ -127,6 +128,10 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
     ]
+    docs = ApiDocs(settings, error_renderer)  # these routes' document (see route_docs.py)
+    routes += [Route("/openapi.json", docs.document, methods=["GET"]),
+               Route("/docs", docs.viewer, methods=["GET"]),
+               Route("/docs/{asset}", docs.asset, methods=["GET"])]
     for path, dialect in generation(sealer, responses, messages):
         handler = GenerationHandler(dialect, models, settings, store,
                                     runs if dialect is responses else None)

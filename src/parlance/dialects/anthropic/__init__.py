@@ -30,15 +30,16 @@ class MessagesCall(Call):
 
 class AnthropicMessages:
     framing: Framing = "sse"
+    body_model = MessagesRequest
     ping = PING  # sent while the engine is silent, as Anthropic's own streams do
 
     def parse(self, body: Any) -> MessagesCall:
-        req = parse_body(MessagesRequest, body)
+        req = parse_body(self.body_model, body)
         return MessagesCall(generation_request(req), req.stream, result.new_message_id())
 
     def parse_for_count(self, body: Any) -> Call:
         """A count_tokens body: a Messages request without `max_tokens` or `stream`."""
-        req = parse_body(MessagesRequest, body)
+        req = parse_body(self.body_model, body)
         return Call(generation_request(req, counting=True), False)
 
     def encoder(self, call: MessagesCall, served: Served) -> MessageEncoder:

@@ -47,11 +47,12 @@ class ChatCall(Call):
 
 class LMStudioChat:
     framing: Framing = "sse"
+    body_model = ChatRequest
     stored_kind = "chat"
     reports_model_load = True
 
     def parse(self, body: Any) -> ChatCall:
-        req = parse_body(ChatRequest, body)
+        req = parse_body(self.body_model, body)
         if req.previous_response_id is not None and not req.previous_response_id.startswith(
                 "resp_"):
             raise InvalidRequest("previous_response_id must start with 'resp_'.",

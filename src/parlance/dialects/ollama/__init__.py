@@ -116,8 +116,10 @@ def _context(call: OllamaCall, served: Served, completion: Completion) -> list[i
 class OllamaChat(_Ollama):
     """`POST /api/chat`."""
 
+    body_model = ChatRequest
+
     def parse(self, body: Any) -> OllamaCall:
-        req = parse_body(ChatRequest, body)
+        req = parse_body(self.body_model, body)
         specs = request.tools(req.tools)
         thread = request.messages(req.messages or [])
         generation = _common(req, ChatInput(thread), tools=specs,
@@ -140,9 +142,10 @@ class OllamaGenerate(_Ollama):
     `system` before it) unless `raw`; with `suffix`, fill-in-the-middle."""
 
     generate = True
+    body_model = GenerateRequest
 
     def parse(self, body: Any) -> OllamaCall:
-        req = parse_body(GenerateRequest, body)
+        req = parse_body(self.body_model, body)
         request.no_images(req.images, "images")
         if req.raw and (req.template or req.system or req.context):
             raise InvalidRequest("raw mode does not support template, system, or context",

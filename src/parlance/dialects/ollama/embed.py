@@ -82,8 +82,10 @@ class _Errors:
 class OllamaEmbed(_Errors):
     """`POST /api/embed`."""
 
+    body_model = EmbedBody
+
     def parse(self, body: Any) -> OllamaEmbedCall:
-        req = parse_body(EmbedBody, body)
+        req = parse_body(self.body_model, body)
         if isinstance(req.input, str):
             texts = [req.input] if req.input else []  # an empty string: a load
         else:
@@ -117,8 +119,10 @@ class OllamaEmbed(_Errors):
 class OllamaEmbeddings(_Errors):
     """`POST /api/embeddings`, the legacy endpoint."""
 
+    body_model = EmbeddingsBody
+
     def parse(self, body: Any) -> EmbedCall:
-        req = parse_body(EmbeddingsBody, body)
+        req = parse_body(self.body_model, body)
         request = EmbeddingRequest(
             model=req.model,
             inputs=(EmbeddingInput(text=req.prompt),) if req.prompt else (),

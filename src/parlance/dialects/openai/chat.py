@@ -258,9 +258,10 @@ def _render_choice(choice: ChoiceResult, with_logprobs: bool) -> dict[str, Any]:
 
 class OpenAIChat:
     framing: Framing = "sse"
+    body_model = ChatRequest
 
     def parse(self, body: Any) -> ChatCall:
-        req = parse_body(ChatRequest, body)
+        req = parse_body(self.body_model, body)
         tools = neutral_tools.tool_specs([t.function for t in req.tools or ()],
                                         "tools[{i}].function")
         request = GenerationRequest(

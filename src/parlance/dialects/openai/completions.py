@@ -119,9 +119,10 @@ class CompletionEncoder(ChunkEncoder):
 
 class OpenAICompletions:
     framing: Framing = "sse"
+    body_model = CompletionRequest
 
     def parse(self, body: Any) -> CompletionCall:
-        req = parse_body(CompletionRequest, body)
+        req = parse_body(self.body_model, body)
         if req.best_of is not None and req.best_of > 1:
             raise InvalidRequest("best_of > 1 is not supported.", param="best_of",
                                  code="unsupported_value")

@@ -70,12 +70,14 @@ def vector_base64(vector: Sequence[float]) -> str:
 
 
 class OpenAIEmbeddings:
+    body_model = EmbeddingsBody
+
     def __init__(self, render_error: Callable[[ParlanceError], ErrorResponse]
                  = errors.render_error) -> None:
         self._render_error = render_error
 
     def parse(self, body: Any) -> OpenAIEmbedCall:
-        req = parse_body(EmbeddingsBody, body)
+        req = parse_body(self.body_model, body)
         request = EmbeddingRequest(model=req.model, inputs=inputs(req.input), truncate=False,
                                    normalize=Normalize.UNIT, dimensions=req.dimensions)
         return OpenAIEmbedCall(request, base64=req.encoding_format == "base64")

@@ -35,6 +35,7 @@ from parlance.dialects.shared.wire import parse_body
 
 class OpenAIResponses:
     framing: Framing = "sse"
+    body_model = ResponsesRequest
     stored_kind = "response"
 
     def __init__(self, sealer: Sealer | None = None) -> None:
@@ -42,7 +43,7 @@ class OpenAIResponses:
         self.sealer = sealer or Sealer.ephemeral()
 
     def parse(self, body: Any) -> ResponsesCall:
-        req = parse_body(ResponsesRequest, body)
+        req = parse_body(self.body_model, body)
         # (continued() rebuilds the request once the stored conversation is known)
         if req.background and not req.store:
             raise InvalidRequest("A background response must be stored: send it without "

@@ -74,13 +74,14 @@ def user_messages(context: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
 
 class ResponsesCompaction:
     framing: Framing = "sse"
+    body_model = CompactRequest
     stored_kind = "response"
 
     def __init__(self, sealer: Sealer) -> None:
         self.sealer = sealer
 
     def parse(self, body: Any) -> CompactCall:
-        req = parse_body(CompactRequest, body)
+        req = parse_body(self.body_model, body)
         if req.input is None and req.previous_response_id is None:
             raise InvalidRequest("Nothing to compact: send input, previous_response_id or "
                                  "both.", param="input", code="missing_required_parameter")
