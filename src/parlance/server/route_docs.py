@@ -103,8 +103,11 @@ PLAIN: dict[tuple[str, str], Operation] = {
     ("GET", "/v1/models/{model_id}"): Operation(
         OPENAI, "A model (OpenAI's or Anthropic's object)", _OPENAI + _ANTHROPIC),
     ("GET", "/health"): Operation(SERVER, "Liveness", _OPENAI, public=True),
-    ("GET", "/"): Operation(SERVER, "Liveness, as Claude Code and Ollama's apps probe it",
-                            _OPENAI, TEXT, public=True),
+    ("GET", "/"): Operation(SERVER, "Liveness, as Claude Code and Ollama's apps probe it; "
+                            "the web chat page for a browser (Accept: text/html)",
+                            _OPENAI, either(TEXT, HTML), public=True),
+    ("GET", "/web/{name}"): Operation(SERVER, "The web chat page's files", _OPENAI,
+                                      either(_FILES, HTML), public=True),
     ("GET", "/metrics"): Operation(SERVER, "Prometheus metrics", _OPENAI, TEXT),
     ("GET", "/openapi.json"): Operation(SERVER, "This document", _OPENAI, public=True),
     ("GET", "/docs"): Operation(SERVER, "This document in a viewer", _OPENAI, HTML,

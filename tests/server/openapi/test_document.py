@@ -125,7 +125,8 @@ async def test_with_keys_a_bearer_or_x_api_key_is_asked_but_not_for_probes_and_d
     assert document["security"] == [{"bearer": []}, {"apiKey": []}]
     public = {path for path, ops in document["paths"].items()
               if ops.get("get", {}).get("security") == []}
-    assert public == {"/", "/health", "/openapi.json", "/docs", "/docs/{asset}"}
+    assert public == {"/", "/health", "/openapi.json", "/docs", "/docs/{asset}",
+                      "/web/{name}"}
     assert (await fetch(app, "/docs")).status_code == 200
     assert (await fetch(app, "/v1/models")).status_code == 401
     assert (await fetch(app, "/v1/models", authorization="Bearer sk-test")).status_code == 200
