@@ -153,23 +153,23 @@ async def test_a_response_create_waits_for_nothing_an_http_request_would_not():
                        Usage(5, 2))
     reply(engine, "Not queued.")
     async with serving(make_app(engine)) as host, httpx.AsyncClient(
-            base_url=f"http://{host}", timeout=WAIT) as http:
-        async with http.stream("POST", "/v1/responses", json={**HELLO, "stream": True}) as sse:
-            lines = sse.aiter_lines()
-            while "output_text.delta" not in await anext(lines):
+            base_url=f"http://{host}", timeout=WAIT) as http, http.stream(
+            "POST", "/v1/responses", json={**HELLO, "stream": True}) as sse:
+        lines = sse.aiter_lines()
+        while "output_text.delta" not in await anext(lines):
+            pass
+        async with connect(f"ws://{host}/v1/responses") as other, \
+                connect(f"ws://{host}/v1/responses") as ws:
+            await other.send(json.dumps(HELLO))
+            while (await receive(other))["type"] != "response.output_text.delta":
                 pass
-            async with connect(f"ws://{host}/v1/responses") as other, \
-                    connect(f"ws://{host}/v1/responses") as ws:
-                await other.send(json.dumps(HELLO))
-                while (await receive(other))["type"] != "response.output_text.delta":
-                    pass
-                turn = await response(ws, HELLO)
-                assert turn[-1]["type"] == "response.completed"
-                assert turn[-1]["response"]["output"][0]["content"][0]["text"] == "Not queued."
-                held.set()
-                assert (await response_end(other))["type"] == "response.completed"
-            async for _ in lines:
-                pass
+            turn = await response(ws, HELLO)
+            assert turn[-1]["type"] == "response.completed"
+            assert turn[-1]["response"]["output"][0]["content"][0]["text"] == "Not queued."
+            held.set()
+            assert (await response_end(other))["type"] == "response.completed"
+        async for _ in lines:
+            pass
 
 
 async def response_end(ws) -> dict[str, Any]:
