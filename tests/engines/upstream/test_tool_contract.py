@@ -95,10 +95,13 @@ def test_each_breach_is_named_without_quoting_the_values():
         assert "Paris" not in problem and "7" not in problem
 
 
-def test_an_answer_cut_by_max_tokens_is_not_a_breach():
+def test_a_call_cut_by_max_tokens_is_no_breach_but_prose_cut_is():
     assert contract(ToolChoice("required")).breach(
         [ToolCallStart("c1", "get_weather"), ToolCallArgs('{"ci'),
          Finish(FinishReason.LENGTH)]) is None
+    problem = contract(ToolChoice("required")).breach(
+        [TextDelta("Bien sûr, il fait"), Finish(FinishReason.LENGTH)])
+    assert problem is not None and "without" in problem
 
 
 # -- through the gateway, in each dialect --------------------------------------------------

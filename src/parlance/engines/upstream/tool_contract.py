@@ -9,7 +9,8 @@ would have Parlance relay a broken promise. The check watches one choice's event
 and names the breach; the generation then fails the request by its dialect's
 contract (an error response, or the stream's error event) instead of passing it on.
 
-An answer cut by `max_tokens` (`length`) is no breach: the client sees it was cut.
+A call cut by `max_tokens` (`length`) is no breach: the client sees it was cut. An
+answer cut before any call began is one.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ class ToolContract:
                 problem = self._check(self._calls.get(event.call_index))
                 if problem:
                     return problem
-            elif (isinstance(event, Finish) and event.reason is not FinishReason.LENGTH
-                  and not self._valid):
+            elif isinstance(event, Finish) and not (
+                    self._valid or (event.reason is FinishReason.LENGTH and self._calls)):
                 return "an answer without the tool call tool_choice requires"
         return None
 
