@@ -153,6 +153,15 @@ def turn_problems(turn: list[dict[str, Any]]) -> list[str]:
     return response_problems(last["response"])
 
 
+async def chain_start(ws: Any, word: str) -> tuple[str, list[str]]:
+    """The opening turn of the suite's WebSocket chains: its response id ("" if it
+    failed) and what was wrong with it."""
+    turn = await socket_turn(ws, create(f"Remember the code word: {word}. Reply with OK.",
+                                        store=False))
+    problems = turn_problems(turn)
+    return ("" if problems else terminal(turn)["response"]["id"]), problems
+
+
 # -- HTTP cases ------------------------------------------------------------------------------
 
 
@@ -266,27 +275,25 @@ async def websocket_sequential(server: Server) -> list[str]:
 @case("websocket-continuation")
 async def websocket_continuation(server: Server) -> list[str]:
     async with connect(server.socket_url) as ws:
-        first = await socket_turn(ws, create(
-            "Remember the code word: cobalt. Reply with OK.", store=False))
-        if problems := turn_problems(first):
+        previous, problems = await chain_start(ws, "cobalt")
+        if problems:
             return problems
         second = await socket_turn(ws, create(
             "What is the code word? Reply with only the code word.", store=False,
-            previous_response_id=terminal(first)["response"]["id"]))
+            previous_response_id=previous))
         return turn_problems(second)
 
 
 @case("websocket-reconnect-store-false-recovery")
 async def websocket_reconnect(server: Server) -> list[str]:
     async with connect(server.socket_url) as ws:
-        first = await socket_turn(ws, create(
-            "Remember the code word: copper. Reply with OK.", store=False))
-    if problems := turn_problems(first):
+        previous, problems = await chain_start(ws, "copper")
+    if problems:
         return problems
     async with connect(server.socket_url) as ws:
         again = await socket_turn(ws, create(
             "Try to continue after reconnect. Reply with exactly: reconnected", store=False,
-            previous_response_id=terminal(first)["response"]["id"]))
+            previous_response_id=previous))
         recovery = await socket_turn(ws, create([message(
             "user", "The previous store:false chain could not continue after reconnect. "
                     "Start a new response and reply with exactly: recovered")], store=False))
@@ -309,11 +316,9 @@ async def websocket_not_found(server: Server) -> list[str]:
 @case("websocket-failed-continuation-evicts-cache")
 async def websocket_failed_continuation(server: Server) -> list[str]:
     async with connect(server.socket_url) as ws:
-        first = await socket_turn(ws, create(
-            "Remember the code word: ember. Reply with OK.", store=False))
-        if problems := turn_problems(first):
+        previous, problems = await chain_start(ws, "ember")
+        if problems:
             return problems
-        previous = terminal(first)["response"]["id"]
         failed = await socket_turn(ws, create([{
             "type": "function_call_output", "call_id": "call_openresponses_missing",
             "output": "No matching tool call exists in the previous response."}],
