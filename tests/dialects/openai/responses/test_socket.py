@@ -180,6 +180,24 @@ async def response_end(ws) -> dict[str, Any]:
     return event
 
 
+async def test_a_long_prompt_shows_progress_until_the_output_begins():
+    """While the engine is silent, `response.in_progress` again every keepalive
+    interval (a client's idle timer sees no WebSocket ping); none once output began."""
+    engine = FakeEngine()
+    engine.enqueue(0.5, TextDelta("Hel"), 0.5, TextDelta("lo"), Finish(FinishReason.STOP),
+                   Usage(5, 2))
+    app = make_app(engine, keepalive_seconds=0.05)
+    async with serving(app) as host, connect(f"ws://{host}/v1/responses") as ws:
+        events = await response(ws, HELLO)
+    kinds = [e["type"] for e in events]
+    output = kinds.index("response.output_item.added")
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[2:output] == ["response.in_progress"] * (output - 2) and output > 2
+    assert "response.in_progress" not in kinds[output:]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Hello"
+
+
 async def test_api_key_on_the_handshake():
     engine = FakeEngine()
     reply(engine, "Hi.")
