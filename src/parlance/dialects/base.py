@@ -198,6 +198,16 @@ class Pings(Protocol):
     ping: Frame
 
 
+class ShowsProgress(Protocol):
+    """An encoder whose stream has a frame that legitimately shows the response is alive
+    while the engine is silent (a long prompt being evaluated): clients whose idle
+    timer counts only data lines (not SSE comments) would otherwise give up. `idle`
+    is asked each time the stream has been silent for the keepalive interval; None
+    there means this stream has no such frame now (an SSE comment goes instead)."""
+
+    def idle(self) -> Frame | None: ...
+
+
 @runtime_checkable
 class ReportsLoading(Protocol):
     """A dialect whose clients are shown a cold model being loaded (LM Studio's

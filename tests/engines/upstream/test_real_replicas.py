@@ -314,6 +314,26 @@ async def test_llama_server_replicas_stream_fail_over_and_stop_with_the_client()
                 "messages": [{"role": "user", "content": "Write a haiku about the sea."}]})
             assert messages["content"][0]["text"] == expected["content"]
 
+            # tool_choice "required": a call valid for the tool, or a 502 — never the
+            # replica's plain text relayed as an answer
+            forced = chat_body("Weather in Paris?", max_tokens=60, tool_choice="required",
+                               tools=[{"type": "function", "function": {
+                                   "name": "get_weather", "parameters": {
+                                       "type": "object", "required": ["city"],
+                                       "properties": {"city": {"type": "string"}}}}}])
+            async with httpx.AsyncClient(base_url=url(one), timeout=PATIENCE) as direct:
+                plain = (await direct.post(CHAT, json=forced)).json()["choices"][0]["message"]
+            relayed = await gw.client.post(CHAT, json=forced)
+            if relayed.status_code == 200:
+                call = relayed.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+                assert call["name"] == "get_weather"
+                assert isinstance(json.loads(call["arguments"])["city"], str)
+            else:
+                assert relayed.status_code == 502, relayed.text
+                assert relayed.json()["error"]["code"] == "tool_choice_unmet"
+            if not plain.get("tool_calls"):
+                assert relayed.status_code == 502
+
             # affinity and the replica's cache: the second turn reuses the first's prompt
             history = [{"role": "user", "content": "Name a fruit."}]
             first = await answer(gw.client, CHAT, chat_body("Name a fruit.", max_tokens=8))

@@ -55,7 +55,7 @@ def test_chat_everything():
         "tools": [{"type": "function", "function": {
             "name": "get", "parameters": {"type": "object"}, "description": "Get it.",
             "strict": True}}],
-        "tool_choice": {"type": "function", "function": {"name": "get"}},
+        "tool_choice": "required",
         "parallel_tool_calls": False,
         "response_format": {"type": "json_schema", "json_schema": {
             "name": "answer", "schema": {"type": "object"}, "strict": True}},
@@ -150,15 +150,26 @@ def test_tool_names_outside_openais_pattern_are_respelled_and_mapped_back():
     tools = (ToolSpec("multi_agent_v1.spawn_agent"), ToolSpec("plain_name"))
     history = ChatInput((Message("user", "Go"), Message("assistant", "", tool_calls=(
         ToolCall("c1", "multi_agent_v1.spawn_agent", "{}"),))))
-    request = GenerationRequest(model="m", prompts=(history,), tools=tools,
-                                tool_choice=ToolChoice("named", "multi_agent_v1.spawn_agent"))
+    request = GenerationRequest(model="m", prompts=(history,), tools=tools)
     _, body = request_body(request, history, "m")
     sent = body["tools"][0]["function"]["name"]
     assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", sent) and sent.startswith("multi_agent_v1_")
     assert body["tools"][1]["function"]["name"] == "plain_name"
-    assert body["tool_choice"]["function"]["name"] == sent
     assert body["messages"][1]["tool_calls"][0]["function"]["name"] == sent
     assert tool_names(request) == {sent: "multi_agent_v1.spawn_agent",
                                    "plain_name": "plain_name"}
     long = "x" * 100
     assert len(safe_name(long)) <= 64 and safe_name(long) != safe_name("x" * 99 + "y")
+
+
+def test_a_named_tool_is_required_from_that_tool_alone():
+    """llama-server reads tool_choice as a string only (an object is "auto" to it), so a
+    name goes upstream as "required" over the one tool; every other mode as itself."""
+    tools = (ToolSpec("a", "", {"type": "object"}), ToolSpec("ns.b", "", {"type": "object"}))
+    for choice, offered, sent in ((ToolChoice("named", "ns.b"), [safe_name("ns.b")], "required"),
+                                  (ToolChoice("required"), ["a", safe_name("ns.b")], "required"),
+                                  (ToolChoice("none"), ["a", safe_name("ns.b")], "none"),
+                                  (ToolChoice("auto"), ["a", safe_name("ns.b")], None)):
+        _, body = request_body(chat(tools=tools, tool_choice=choice), CHAT, "m")
+        assert [t["function"]["name"] for t in body["tools"]] == offered
+        assert body.get("tool_choice") == sent

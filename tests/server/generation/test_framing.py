@@ -5,6 +5,7 @@ for NDJSON (Ollama), which has no comments."""
 from __future__ import annotations
 
 from parlance.dialects.anthropic.stream import PING
+from parlance.dialects.base import Frame
 from parlance.server.generation import framing
 from parlance.server.generation.framing import encode, keepalive
 
@@ -26,3 +27,12 @@ def test_a_dialects_own_ping_is_sent_as_its_frame():
 
 def test_ndjson_streams_send_no_ping():
     assert keepalive("ndjson") is None
+
+
+def test_a_streams_own_progress_frame_goes_where_it_has_one_else_a_comment():
+    progress = [Frame({"choices": []}), None]
+    ping = keepalive("sse", idle=lambda: progress.pop(0))
+    assert ping is not None
+    assert ping() == encode(Frame({"choices": []}), "sse")
+    assert ping().startswith(b": ")
+    assert keepalive("ndjson", idle=lambda: Frame({})) is None

@@ -19,20 +19,31 @@ HELLO = {"messages": [{"role": "user", "content": "Hello!"}]}
 PATIENCE = 60.0  # a generous bound for every wait (the machine may be busy); nothing is timed
 
 
-async def test_keepalive_comment_while_engine_is_silent():
-    engine = FakeEngine()
-    engine.enqueue(3600.0, TextDelta("late"), Finish(FinishReason.STOP), Usage(1, 1))
-    app = make_app(engine, keepalive_seconds=0.1)
-    # silent until the client leaves: after the role chunk and two pings, however long
-    # those take to come on a busy machine
-    chunks = (await exchange(app, CHAT, {**HELLO, "stream": True}, leave_after=3,
-                             timeout=PATIENCE)).chunks
-    assert sse_data(chunks[0].decode())[0]["choices"][0]["delta"]["role"] == "assistant"
-    pings = chunks[1:]
-    assert len(pings) == 2
-    assert all(c.startswith(b": ") and c.endswith(b"\n\n") and float(c[2:].decode()) > 0
-               for c in pings)
-    assert engine.generations[-1].cancelled
+async def test_keepalive_while_engine_is_silent():
+    """A dialect whose stream has no progress frame of its own (LM Studio) sends SSE
+    comments while the engine is silent; Chat sends chunks without choices (a data line
+    the same stream's id, for clients whose idle timer ignores comments)."""
+    for path, body in (("/api/v1/chat", {"model": "fake-model", "input": "Hello!"}),
+                       (CHAT, HELLO)):
+        engine = FakeEngine()
+        engine.enqueue(3600.0, TextDelta("late"), Finish(FinishReason.STOP), Usage(1, 1))
+        app = make_app(engine, keepalive_seconds=0.1)
+        # silent until the client leaves: after the opening frames and two pings, however
+        # long those take to come on a busy machine
+        opening = 1 if path == CHAT else 2
+        chunks = (await exchange(app, path, {**body, "stream": True},
+                                 leave_after=opening + 2, timeout=PATIENCE)).chunks
+        pings = chunks[opening:]
+        assert len(pings) == 2
+        if path == CHAT:
+            first = sse_data(chunks[0].decode())[0]
+            assert first["choices"][0]["delta"]["role"] == "assistant"
+            idle = [sse_data(c.decode())[0] for c in pings]
+            assert all(i == {**first, "choices": []} for i in idle)
+        else:
+            assert all(c.startswith(b": ") and c.endswith(b"\n\n")
+                       and float(c[2:].decode()) > 0 for c in pings)
+        assert engine.generations[-1].cancelled
 
 
 async def test_disconnect_mid_stream_cancels_generation():

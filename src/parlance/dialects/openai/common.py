@@ -139,6 +139,12 @@ class ChunkEncoder:
     def open(self) -> list[Frame]:
         return []
 
+    def idle(self) -> Frame:
+        """A chunk with no choices: the shape of OpenAI's own usage chunk (and of Azure
+        OpenAI's first, content-filter chunk), which every SDK's accumulator skips, and
+        a data line for clients whose idle timer ignores comments (Qwen Code)."""
+        return self.chunk([])
+
     def feed(self, event: Event) -> list[Frame]:
         match event:
             case TextDelta():

@@ -20,7 +20,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from parlance.core.errors import ParlanceError
+from parlance.core.errors import ParlanceError, UpstreamFailure
 from parlance.core.events import (
     Event,
     Finish,
@@ -34,6 +34,7 @@ from parlance.core.events import (
     TopLogprob,
 )
 from parlance.engines.upstream.refusals import stream_error, upstream_message
+from parlance.engines.upstream.tool_contract import ToolContract
 from parlance.engines.upstream.wire import FREEFORM_FIELD
 
 _REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH,
@@ -74,8 +75,12 @@ class ChoiceMapper:
 
     def __init__(self, index: int, *, stops: tuple[str, ...] = (),
                  freeform: frozenset[str] = frozenset(),
-                 names: dict[str, str] | None = None) -> None:
+                 names: dict[str, str] | None = None,
+                 contract: ToolContract | None = None) -> None:
+        """`contract`: what tool_choice promises, checked on every event (a breach
+        is a `StreamError`)."""
         self.index = index
+        self._contract = contract
         self._stops = stops
         self._freeform = freeform
         self._names = names or {}  # tool names as sent upstream → as the request has them
@@ -109,6 +114,16 @@ class ChoiceMapper:
         for choice in choices:
             if isinstance(choice, dict) and not self.finished:
                 self._choice(choice, events)
+        return self._kept(events)
+
+    def _kept(self, events: list[Event]) -> list[Event]:
+        """`events`, unless they break the tool_choice contract."""
+        if self._contract is not None:
+            problem = self._contract.breach(events)
+            if problem:
+                raise StreamError(UpstreamFailure(
+                    f"The upstream replica broke what tool_choice requires: {problem}.",
+                    code="tool_choice_unmet"))
         return events
 
     def _choice(self, choice: dict[str, Any], events: list[Event]) -> None:
@@ -207,7 +222,7 @@ class ChoiceMapper:
             return []
         events: list[Event] = []
         self._finish("stop", {}, events)
-        return events
+        return self._kept(events)
 
     # -- usage ----------------------------------------------------------------------
 

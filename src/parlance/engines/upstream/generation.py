@@ -27,6 +27,7 @@ from parlance.engines.upstream.chunks import ChoiceMapper, StreamError, Upstream
 from parlance.engines.upstream.http1 import UpstreamHTTPError
 from parlance.engines.upstream.opening import Opened, Opener
 from parlance.engines.upstream.sse import DONE, SseSplitter, payloads
+from parlance.engines.upstream.tool_contract import ToolContract
 from parlance.engines.upstream.wire import SubRequest, tool_names
 
 log = logging.getLogger("parlance.upstream")
@@ -110,7 +111,8 @@ class UpstreamGeneration:
         freeform = frozenset(t.name for t in request.tools if t.freeform)
         names = tool_names(request)
         self._tasks = [asyncio.ensure_future(self._pump(o, ChoiceMapper(
-            o.sub.index, stops=request.stop, freeform=freeform, names=names)))
+            o.sub.index, stops=request.stop, freeform=freeform, names=names,
+            contract=ToolContract.of(request))))
             for o in opened]
 
     # -- the Generation seam ------------------------------------------------------
@@ -282,7 +284,12 @@ class UpstreamGeneration:
             replica.succeeded()
             usage = mapper.usage()
             replica.metrics.tokens_relayed += usage.completion_tokens
-            tail = mapper.end_of_stream()
+            try:
+                tail = mapper.end_of_stream()
+            except StreamError as exc:
+                log.warning("upstream %s failed a stream: %s", replica.label, exc.error.message)
+                self._deliver([Failed(exc.error)], generated=False)
+                return
             if tail:
                 self._deliver(tail)
             self._deliver([_Done(opened.sub, usage)], generated=False)

@@ -115,11 +115,14 @@ def _sampling(request: GenerationRequest, seed_offset: int) -> dict[str, Any]:
 def _chat_extras(request: GenerationRequest) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if request.tools:
-        out["tools"] = [tool_json(t, safe_name(t.name)) for t in request.tools]
         choice = request.tool_choice
-        if choice.mode == "named":
-            out["tool_choice"] = {"type": "function",
-                                  "function": {"name": safe_name(choice.name or "")}}
+        # A named tool is asked for as "required" with that tool alone: llama-server
+        # reads tool_choice only as a string (an object falls back to "auto"), and
+        # "required" over one tool is what a name means to vLLM and OpenAI too.
+        offered = request.callable_tools if choice.mode == "named" else request.tools
+        out["tools"] = [tool_json(t, safe_name(t.name)) for t in offered]
+        if choice.forced:
+            out["tool_choice"] = "required"
         elif choice.mode != "auto":
             out["tool_choice"] = choice.mode
         if not request.parallel_tool_calls:

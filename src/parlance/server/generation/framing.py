@@ -27,13 +27,21 @@ def encode(frame: Frame, framing: Framing) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-def keepalive(framing: Framing, ping: Frame | None = None) -> Callable[[], bytes] | None:
+def keepalive(framing: Framing, ping: Frame | None = None,
+              idle: Callable[[], Frame | None] | None = None) -> Callable[[], bytes] | None:
     """What an idle stream sends, made for each ping: the dialect's own ping frame, else
-    an SSE comment line (clients ignore it) stamped with the time it is sent; NDJSON
-    has no comments, so nothing."""
+    the stream's own progress frame where it has one now (`idle`), else an SSE comment
+    line (clients ignore it) stamped with the time it is sent; NDJSON has no comments,
+    so nothing."""
     if ping is not None:
         frame = encode(ping, framing)
         return lambda: frame
     if framing == "ndjson":
         return None
-    return lambda: f": {time.time():.3f}\n\n".encode()
+
+    def comment() -> bytes:
+        return f": {time.time():.3f}\n\n".encode()
+
+    if idle is None:
+        return comment
+    return lambda: encode(progress, framing) if (progress := idle()) is not None else comment()

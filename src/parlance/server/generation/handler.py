@@ -26,6 +26,7 @@ from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import (
     Call,
     Dialect,
+    Encoder,
     Frame,
     Pings,
     ReportsLoading,
@@ -88,12 +89,14 @@ class GenerationHandler:
             assert self.runs is not None
             return await self.runs.launch(started, self.frames(started))
         if started.call.stream:
+            encoder = self.dialect.encoder(started.call, started.served)
             return EventStreamResponse(
-                self.frames(started),
+                self.frames(started, encoder),
                 framing=self.dialect.framing,
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=started.generation.cancel,
                 ping=self._ping,
+                idle=getattr(encoder, "idle", None),  # dialects.base.ShowsProgress
             )
         try:
             return await self._complete(request, started)
@@ -163,11 +166,14 @@ class GenerationHandler:
                     raise
                 call = smaller
 
-    async def frames(self, started: Started) -> AsyncGenerator[Frame, None]:
+    async def frames(self, started: Started,
+                     encoder: Encoder | None = None) -> AsyncGenerator[Frame, None]:
         """The call's stream, in the dialect's frames, ending by its contract; closing
-        it early (the client left) cancels the generation."""
+        it early (the client left) cancels the generation. `encoder`: the one the
+        transport also asks for idle frames, else a new one."""
         call, conversations = started.call, started.conversations
-        encoder = self.dialect.encoder(call, started.served)
+        if encoder is None:
+            encoder = self.dialect.encoder(call, started.served)
         try:
             for frame in encoder.open():
                 yield frame

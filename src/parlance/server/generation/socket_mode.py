@@ -10,13 +10,17 @@ remembers its latest responses, stored or not, so a call can continue one with
 makes it forget the response that call continued, as OpenAI's WebSocket mode evicts
 it (from then on only the store has it). A client that leaves cancels the
 running call at once: its frame stream is closed, which cancels the generation and
-stores the outcome as cancelled.
+stores the outcome as cancelled. While the engine is silent (a long prompt), the
+stream's own progress event goes out every keepalive interval, as over HTTP
+(`dialects.base.ShowsProgress`): WebSocket frames of the protocol's own do not reach
+a client's idle timer.
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import anyio
@@ -30,7 +34,7 @@ from parlance.core.errors import (
     ServerShuttingDown,
 )
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import Call, Frame, Served, SocketMode, Stateful, outcome
+from parlance.dialects.base import Call, Encoder, Frame, Served, SocketMode, Stateful, outcome
 from parlance.server.body.reader import parse_json
 from parlance.server.generation.conversations import Conversations
 from parlance.server.generation.framing import dumps
@@ -144,6 +148,7 @@ class SocketEndpoint:
         access line for each message that asked for a response."""
         handler = self.handler
         frames: AsyncGenerator[Frame, None]
+        idle: Callable[[], Frame | None] | None = None
         record = AccessRecord(new_request_id())
         status = CLIENT_CLOSED
         call: Call | None = None
@@ -165,7 +170,9 @@ class SocketEndpoint:
                 supervisor = Supervisor.for_call(websocket.app, record,
                                                  handler.settings.request_timeout)
                 started = await handler.start(call, supervisor, conversations)
-                call, frames = started.call, handler.frames(started)
+                encoder: Encoder = handler.dialect.encoder(started.call, started.served)
+                idle = getattr(encoder, "idle", None)  # dialects.base.ShowsProgress
+                call, frames = started.call, handler.frames(started, encoder)
         except ParlanceError as exc:
             if call is not None and isinstance(exc, InvalidRequest):
                 conversations.failed(call)
@@ -173,15 +180,38 @@ class SocketEndpoint:
             await self._send(websocket, self.dialect.socket_error(exc))
             return
         try:
-            async for frame in frames:
-                event = self.dialect.socket_event(call, frame)
-                if event is not None:
-                    await self._send(websocket, event)
+            last_sent = [time.monotonic()]
+            async with anyio.create_task_group() as ticks:
+                interval = handler.settings.keepalive_seconds
+                if idle is not None and interval > 0:
+                    ticks.start_soon(self._show_progress, websocket, call, idle, interval,
+                                     last_sent)
+                async for frame in frames:
+                    event = self.dialect.socket_event(call, frame)
+                    if event is not None:
+                        last_sent[0] = time.monotonic()
+                        await self._send(websocket, event)
+                ticks.cancel_scope.cancel()
             status = 200
         finally:  # closed in this task, even when the client left (cancelled)
             with anyio.CancelScope(shield=True):
                 await frames.aclose()
             write(record, websocket.scope, status)
+
+    async def _show_progress(self, websocket: WebSocket, call: Call,
+                             idle: Callable[[], Frame | None], interval: float,
+                             last_sent: list[float]) -> None:
+        """Sends the stream's progress event whenever nothing went out for `interval`
+        (and the stream has one to send); ended by its caller with the stream."""
+        while True:
+            await anyio.sleep(max(0.0, last_sent[0] + interval - time.monotonic()))
+            if time.monotonic() - last_sent[0] < interval:
+                continue
+            last_sent[0] = time.monotonic()
+            frame = idle()
+            event = self.dialect.socket_event(call, frame) if frame is not None else None
+            if event is not None:
+                await self._send(websocket, event)
 
     def _prepared(self, call: Call, conversations: ConnectionConversations) -> list[Frame]:
         """`generate: false`: the response only records its input (for a later call to

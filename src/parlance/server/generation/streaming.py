@@ -36,11 +36,14 @@ class EventStreamResponse:
         keepalive_seconds: float,
         on_close: Callable[[], None],
         ping: Frame | None = None,
+        idle: Callable[[], Frame | None] | None = None,
     ) -> None:
-        """`ping`: the frame sent while idle (the dialect's own); None: a comment."""
+        """`ping`: the frame sent while idle (the dialect's own); `idle`: the stream's
+        own progress frame, where it has one (`dialects.base.ShowsProgress`); else a
+        comment."""
         self._frames = frames if isinstance(frames, AsyncGenerator) else _ready(frames)
         self._framing = framing
-        self._keepalive = keepalive(framing, ping)
+        self._keepalive = keepalive(framing, ping, idle)
         self._keepalive_seconds = keepalive_seconds
         self._on_close = on_close
         self._last_sent = time.monotonic()

@@ -143,6 +143,61 @@ async def test_messages_wait_their_turn_within_a_bound():
             done += (await receive(ws))["type"] in TERMINAL
 
 
+async def test_a_response_create_waits_for_nothing_an_http_request_would_not():
+    """Only a call on its own connection comes before a `response.create`: one held on
+    another connection, or an HTTP stream held mid-answer, does not delay it."""
+    engine = FakeEngine()
+    held = asyncio.Event()
+    for text in ("HTTP.", "Other socket."):
+        engine.enqueue(TextDelta("Once"), held, TextDelta(text), Finish(FinishReason.STOP),
+                       Usage(5, 2))
+    reply(engine, "Not queued.")
+    async with serving(make_app(engine)) as host, httpx.AsyncClient(
+            base_url=f"http://{host}", timeout=WAIT) as http, http.stream(
+            "POST", "/v1/responses", json={**HELLO, "stream": True}) as sse:
+        lines = sse.aiter_lines()
+        while "output_text.delta" not in await anext(lines):
+            pass
+        async with connect(f"ws://{host}/v1/responses") as other, \
+                connect(f"ws://{host}/v1/responses") as ws:
+            await other.send(json.dumps(HELLO))
+            while (await receive(other))["type"] != "response.output_text.delta":
+                pass
+            turn = await response(ws, HELLO)
+            assert turn[-1]["type"] == "response.completed"
+            assert turn[-1]["response"]["output"][0]["content"][0]["text"] == "Not queued."
+            held.set()
+            assert (await response_end(other))["type"] == "response.completed"
+        async for _ in lines:
+            pass
+
+
+async def response_end(ws) -> dict[str, Any]:
+    """The rest of a response already under way: its terminal event."""
+    event = await receive(ws)
+    while event["type"] not in TERMINAL:
+        event = await receive(ws)
+    return event
+
+
+async def test_a_long_prompt_shows_progress_until_the_output_begins():
+    """While the engine is silent, `response.in_progress` again every keepalive
+    interval (a client's idle timer sees no WebSocket ping); none once output began."""
+    engine = FakeEngine()
+    engine.enqueue(0.5, TextDelta("Hel"), 0.5, TextDelta("lo"), Finish(FinishReason.STOP),
+                   Usage(5, 2))
+    app = make_app(engine, keepalive_seconds=0.05)
+    async with serving(app) as host, connect(f"ws://{host}/v1/responses") as ws:
+        events = await response(ws, HELLO)
+    kinds = [e["type"] for e in events]
+    output = kinds.index("response.output_item.added")
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[2:output] == ["response.in_progress"] * (output - 2) and output > 2
+    assert "response.in_progress" not in kinds[output:]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Hello"
+
+
 async def test_api_key_on_the_handshake():
     engine = FakeEngine()
     reply(engine, "Hi.")

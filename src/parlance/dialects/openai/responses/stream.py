@@ -54,6 +54,16 @@ class ResponsesEncoder:
         return [self._frame("response.created", {"response": start}),
                 self._frame("response.in_progress", {"response": start})]
 
+    def idle(self) -> Frame | None:
+        """`response.in_progress` again while no output has begun (the prompt is being
+        evaluated): a lifecycle event the SDKs take as a fresh snapshot of the same
+        response (openai-python's stream state accepts created/queued/in_progress
+        alike), and an event for clients whose idle timer counts events (Codex).
+        Once output has begun, or while queued, there is none."""
+        if self._queued or self._builder.items or self.final is not None:
+            return None
+        return self._frame("response.in_progress", {"response": self.snapshot("in_progress")})
+
     def _running(self) -> list[Frame]:
         if not self._queued:
             return []

@@ -1,0 +1,188 @@
+"""`tool_choice: "required"` and a named tool hold through an upstream: a replica that
+answers with plain text, calls a tool it was not allowed, or writes arguments its
+schema refuses fails the request by the dialect's contract (502 in its envelope, or
+the stream's error event), and a replica that keeps the promise is relayed as is.
+
+The replicas are Parlance apps over the scripted engine, which plays its script
+whatever tool_choice says: the misbehaving llama-server of the report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from parlance.core.events import (
+    Finish,
+    FinishReason,
+    TextDelta,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+from parlance.core.request import ChatInput, GenerationRequest
+from parlance.core.tools import ToolChoice, ToolSpec
+from parlance.engines.fake import FakeEngine, Generated
+from parlance.engines.upstream.tool_contract import ToolContract
+from tests.support.fake_app import make_app
+from tests.support.sse import sse_data
+from tests.support.upstream_replicas import AppServer, fleet, gateway
+
+MODEL = "fake-model"
+PATIENCE = 60.0
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}},
+           "required": ["city"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time",
+                                           "parameters": {"type": "object"}}}]
+ASK = [{"role": "user", "content": "Weather in Paris?"}]
+GOOD = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+BAD_ARGS = '<tool_call>\n{"name": "get_weather", "arguments": {"town": "Paris"}}\n</tool_call>'
+OTHER = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+PROSE = "Bien sûr, il fait beau à Paris."
+
+
+# -- the check itself ---------------------------------------------------------------------
+
+
+def contract(choice: ToolChoice) -> ToolContract:
+    tools = (ToolSpec("get_weather", "", WEATHER), ToolSpec("get_time"))
+    request = GenerationRequest(model="m", prompts=(ChatInput(()),), tools=tools,
+                                tool_choice=choice)
+    made = ToolContract.of(request)
+    assert made is not None
+    return made
+
+
+def call(name: str, arguments: str) -> list:
+    return [ToolCallStart("c1", name), ToolCallArgs(arguments), ToolCallEnd()]
+
+
+def test_only_a_forced_choice_with_tools_has_a_contract():
+    tools = (ToolSpec("get_time"),)
+    for choice, tools_, has in ((ToolChoice("auto"), tools, False),
+                                (ToolChoice("none"), tools, False),
+                                (ToolChoice("required"), (), False),
+                                (ToolChoice("required"), tools, True),
+                                (ToolChoice("named", "get_time"), tools, True)):
+        request = GenerationRequest(model="m", prompts=(ChatInput(()),), tools=tools_,
+                                    tool_choice=choice)
+        assert (ToolContract.of(request) is not None) is has
+
+
+def test_a_valid_call_keeps_the_contract():
+    check = contract(ToolChoice("required"))
+    assert check.breach(call("get_weather", '{"city": "Paris"}')) is None
+    assert check.breach([Finish(FinishReason.TOOL_CALLS)]) is None
+
+
+def test_each_breach_is_named_without_quoting_the_values():
+    cases = [
+        (ToolChoice("required"), [TextDelta("Sure!"), Finish(FinishReason.STOP)], "without"),
+        (ToolChoice("required"), call("get_weather", '{"town": "Paris"}'), "required at /"),
+        (ToolChoice("required"), call("get_weather", '{"city": 7}'), "type at /city"),
+        (ToolChoice("required"), call("get_weather", '{"city": '), "not JSON"),
+        (ToolChoice("required"), call("get_weather", '["Paris"]'), "not a JSON object"),
+        (ToolChoice("named", "get_weather"), call("get_time", "{}"), "does not allow"),
+        (ToolChoice("required"), call("launch", "{}"), "does not allow"),
+    ]
+    for choice, events, said in cases:
+        problem = contract(choice).breach(events)
+        assert problem is not None and said in problem, (events, problem)
+        assert "Paris" not in problem and "7" not in problem
+
+
+def test_a_call_cut_by_max_tokens_is_no_breach_but_prose_cut_is():
+    assert contract(ToolChoice("required")).breach(
+        [ToolCallStart("c1", "get_weather"), ToolCallArgs('{"ci'),
+         Finish(FinishReason.LENGTH)]) is None
+    problem = contract(ToolChoice("required")).breach(
+        [TextDelta("Bien sûr, il fait"), Finish(FinishReason.LENGTH)])
+    assert problem is not None and "without" in problem
+
+
+# -- through the gateway, in each dialect --------------------------------------------------
+
+
+@pytest.fixture
+async def replica() -> AsyncIterator[tuple[httpx.AsyncClient, FakeEngine]]:
+    engine = FakeEngine()
+    with AppServer(make_app(engine)) as server:
+        upstream_fleet = fleet(server.base_url)
+        app, served = gateway(upstream_fleet)
+        await served.start()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://gateway", timeout=PATIENCE) as client:
+            yield client, engine
+        await served.aclose()
+
+
+def script(engine: FakeEngine, text: str) -> None:
+    engine.enqueue(Generated(text), Finish(FinishReason.STOP), Usage(5, 9))
+
+
+def chat(choice, **fields) -> dict:
+    return {"model": MODEL, "messages": ASK, "tools": TOOLS, "tool_choice": choice, **fields}
+
+
+@pytest.mark.parametrize("answer", [PROSE, BAD_ARGS])
+async def test_chat_refuses_a_broken_promise_at_once_and_mid_stream(replica, answer):
+    client, engine = replica
+    script(engine, answer)
+    response = await client.post("/v1/chat/completions", json=chat("required"))
+    assert response.status_code == 502, response.text
+    assert response.json()["error"]["code"] == "tool_choice_unmet"
+    script(engine, answer)
+    streamed = await client.post("/v1/chat/completions", json=chat("required", stream=True))
+    frames = sse_data(streamed.text)
+    assert frames[-1] == "[DONE]"
+    assert frames[-2]["error"]["code"] == "tool_choice_unmet"
+    assert not any(f["choices"][0].get("finish_reason") for f in frames[:-2]
+                   if isinstance(f, dict) and f.get("choices"))
+
+
+async def test_a_named_tool_is_asked_for_alone_and_another_call_is_refused(replica):
+    client, engine = replica
+    script(engine, OTHER)
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    response = await client.post("/v1/chat/completions", json=chat(named))
+    assert response.status_code == 502
+    sent = engine.requests[-1]
+    assert [t.name for t in sent.tools] == ["get_weather"]
+    assert sent.tool_choice.mode == "required"
+
+
+async def test_a_kept_promise_is_relayed(replica):
+    client, engine = replica
+    script(engine, GOOD)
+    body = (await client.post("/v1/chat/completions", json=chat("required"))).json()
+    call_ = body["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert (call_["name"], json.loads(call_["arguments"])) == ("get_weather", {"city": "Paris"})
+
+
+async def test_anthropic_and_responses_end_their_streams_by_contract(replica):
+    client, engine = replica
+    anthropic_tools = [{"name": "get_weather", "input_schema": WEATHER}]
+    script(engine, PROSE)
+    message = await client.post("/v1/messages", json={
+        "model": MODEL, "max_tokens": 50, "messages": ASK, "tools": anthropic_tools,
+        "tool_choice": {"type": "any"}})
+    assert message.status_code == 502
+    assert message.json()["type"] == "error"
+    script(engine, PROSE)
+    streamed = await client.post("/v1/messages", json={
+        "model": MODEL, "max_tokens": 50, "messages": ASK, "tools": anthropic_tools,
+        "tool_choice": {"type": "tool", "name": "get_weather"}, "stream": True})
+    events = [e for e in sse_data(streamed.text) if isinstance(e, dict)]
+    assert events[-1]["type"] == "error"
+    assert not any(e["type"] == "message_stop" for e in events)
+    script(engine, PROSE)
+    responses = await client.post("/v1/responses", json={
+        "model": MODEL, "input": "Weather in Paris?", "tool_choice": "required",
+        "tools": [{"type": "function", "name": "get_weather", "parameters": WEATHER}],
+        "stream": True})
+    kinds = [e["type"] for e in sse_data(responses.text) if isinstance(e, dict)]
+    assert kinds[-1] == "response.failed" and "response.completed" not in kinds
