@@ -1,19 +1,31 @@
-"""`parlance serve` / `parlance models`: build settings, load the model, run uvicorn."""
+"""`parlance serve` / `parlance models`: build settings, load the model, run uvicorn; and
+the commands that talk to a running server (`chat`, `ps`, `load`, `unload`, `pull`,
+`models --url`: `parlance.console`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import socket
+import threading
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-from parlance.config import SERVE_DEFAULTS, ServeConfig, env_name, resolve_config
+from parlance.config import (
+    SERVE_DEFAULTS,
+    ServeConfig,
+    default_data_dir,
+    env_name,
+    resolve_config,
+)
+from parlance.console import entry as console_entry
 from parlance.core.errors import InvalidRequest, Unavailable
 
 console = Console(stderr=True)
@@ -146,9 +158,13 @@ def _parser() -> argparse.ArgumentParser:
     for action in serve._actions:
         if action.dest != "help":
             action.help = f"{action.help} [{_default_and_env(action.dest)}]"
-    for sub in (serve, commands.add_parser("models", help="list the models you can serve")):
+    models = commands.add_parser("models", help="list the models you can serve (with --url: "
+                                                "the models a running server has)")
+    for sub in (serve, models):
         sub.add_argument("--config", type=Path, help="TOML file with [serve] and [presets.*]"
                          f" [env {env_name('config')}; default ./parlance.toml]")
+    console_entry.add_server_flags(models, default_url=False)
+    console_entry.add_commands(commands)
     return parser
 
 
@@ -321,29 +337,67 @@ def _upstreams(config: ServeConfig):
     return UpstreamModels(fleet)
 
 
-def serve(config: ServeConfig, registry: dict) -> int:
+def build_app(config: ServeConfig, registry: dict):
+    """The app `serve` runs: the first model loaded, the others on demand."""
     from parlance.models.catalog import catalog
     from parlance.models.served import ServedModels
     from parlance.server import create_app
 
     loader = _engine_loader(config)
-    models_dir = Path(config.models_dir)
     models = ServedModels(
-        _first_model(config, registry, loader), catalog=catalog(registry, models_dir),
-        loader=loader, idle_ttl=config.jit_ttl or None, memory_budget=memory_budget(config),
+        _first_model(config, registry, loader),
+        catalog=catalog(registry, Path(config.models_dir)), loader=loader,
+        idle_ttl=config.jit_ttl or None, memory_budget=memory_budget(config),
         defaults=load_defaults(config), free_memory=_free_memory(config),
         upstreams=_upstreams(config))
-    app = create_app(models, server_settings(config))
+    return create_app(models, server_settings(config))
+
+
+def _limits(config: ServeConfig):
+    from parlance.server.http.connections import ConnectionLimits
+
+    return ConnectionLimits(max_connections=config.max_connections,
+                            header_timeout=config.header_timeout,
+                            keepalive_timeout=config.keepalive_timeout)
+
+
+def serve(config: ServeConfig, registry: dict) -> int:
+    app = build_app(config, registry)
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "
-                  f"/api/v1; more models from {models_dir})")
-    from parlance.server.http.connections import ConnectionLimits
+                  f"/api/v1; more models from {config.models_dir})")
     from parlance.server.runner import Listen, run
 
-    run(app, Listen(config.host, config.port, ConnectionLimits(
-        max_connections=config.max_connections, header_timeout=config.header_timeout,
-        keepalive_timeout=config.keepalive_timeout)))
+    run(app, Listen(config.host, config.port, _limits(config)))
     return 0
+
+
+@contextlib.contextmanager
+def local_server(config: ServeConfig, registry: dict) -> Iterator[str]:
+    """`parlance chat` without --url: the server `serve` would run, on a free loopback
+    port in a thread of this process, logging warnings only (the terminal is the
+    chat's); yields its URL, and drains it on the way out."""
+    from parlance.server.runner import Listen, log_config, server
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    app = build_app(config, registry)
+    running = server(app, Listen("127.0.0.1", port, _limits(config)),
+                     log_config=log_config("WARNING"))
+    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]},
+                              name="parlance-server", daemon=True)
+    thread.start()
+    try:
+        while not running.started:
+            if not thread.is_alive():
+                raise Unavailable("the in-process server did not start")
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        running.should_exit = True
+        thread.join()
+        sock.close()
 
 
 def server_settings(config: ServeConfig):
@@ -394,16 +448,23 @@ def list_models(registry: dict) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    config_path = args.config or (Path(os.environ[env_name("config")])
-                                  if os.environ.get(env_name("config")) else None)
     try:
-        config, registry = resolve_config(vars(args), os.environ, config_path)
+        if console_entry.wants_server(args):
+            return console_entry.run(args, lambda: local_server(*_resolved(args)),
+                                     history=default_data_dir() / "chat_history")
+        config, registry = _resolved(args)
         if args.command == "models":
             return list_models(registry)
         return serve(config, registry)
     except (InvalidRequest, Unavailable, FileNotFoundError, ValueError) as exc:
         console.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")
         return 2
+
+
+def _resolved(args: argparse.Namespace) -> tuple[ServeConfig, dict]:
+    config_path = args.config or (Path(os.environ[env_name("config")])
+                                  if os.environ.get(env_name("config")) else None)
+    return resolve_config(vars(args), os.environ, config_path)
 
 
 if __name__ == "__main__":
