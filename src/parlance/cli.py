@@ -8,8 +8,8 @@ import argparse
 import contextlib
 import os
 import socket
-import threading
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
