@@ -83,3 +83,9 @@ def spawn(tmp_path: Path, *args: str, **env: str):
     environ.update(env)
     return pexpect.spawn(sys.executable, ["-m", "parlance", *args], env=environ,
                          encoding="utf-8", timeout=STARTUP, dimensions=(40, 120))
+
+
+def conversation(engine: FakeEngine, which: int = -1) -> list[tuple[str, str]]:
+    """(role, content) of each message a generation request of `engine` carried."""
+    prompt = engine.requests[which].prompts[0]
+    return [(str(m.role), m.content) for m in prompt.messages]  # type: ignore[union-attr]

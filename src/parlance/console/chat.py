@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
 from parlance.console.client import Server, ServerError
 from parlance.console.render import Answer
@@ -63,7 +64,7 @@ class ChatSession(Chat):
             stopped = True  # leaving the `with` closed the stream: the server stops
         except ServerError as exc:
             self.messages.pop()  # no answer: the turn is not kept
-            self.console.print(f"[red]error:[/] {exc}")
+            self.console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             return
         if answer.model and not self.model:
             self.model = answer.model
@@ -76,7 +77,7 @@ class ChatSession(Chat):
     def run(self, read: ReadLine = input) -> int:
         self.console.print(f"Chatting with {self.model or 'the default model'} at "
                            f"{self.server.url}. /help for commands, Ctrl-D to leave.",
-                           style="dim")
+                           style="dim", markup=False)
         while True:
             try:
                 text = read_message(read)

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -42,8 +43,9 @@ def ps(server: Server, out: Console) -> int:
     table.columns[0].overflow = "fold"
     for model in loaded:
         # (Ollama's name:latest is the id load, unload and chat take)
-        table.add_row(model.get("name", "").removesuffix(":latest"), size(model.get("size")),
-                      str(model.get("context_length") or ""), until(model.get("expires_at")))
+        table.add_row(escape(model.get("name", "").removesuffix(":latest")),
+                      size(model.get("size")), str(model.get("context_length") or ""),
+                      until(model.get("expires_at")))
     out.print(table)
     return 0
 
@@ -73,14 +75,14 @@ def load(server: Server, model: str, context_length: int | None, err: Console) -
         answer = server.post("/api/v1/models/load", body)
     config = answer.get("load_config") or {}
     shown = f", context {config['context_length']}" if config.get("context_length") else ""
-    err.print(f"[green]Loaded[/] {answer.get('instance_id', model)} in "
+    err.print(f"[green]Loaded[/] {escape(answer.get('instance_id', model))} in "
               f"{answer.get('load_time_seconds', 0):.2f}s{shown}")
     return 0
 
 
 def unload(server: Server, model: str, err: Console) -> int:
     answer = server.post("/api/v1/models/unload", {"instance_id": model})
-    err.print(f"Unloaded {answer.get('instance_id', model)}")
+    err.print(f"Unloaded {answer.get('instance_id', model)}", markup=False)
     return 0
 
 
@@ -105,10 +107,10 @@ def pull(server: Server, name: str, err: Console) -> int:
                 if task is not None:
                     progress.update(task, completed=progress.tasks[task].total)
                 progress.stop()
-                err.print(f"[green]Pulled[/] {name}")
+                err.print(f"[green]Pulled[/] {escape(name)}")
                 return 0
             else:
-                progress.console.print(status)
+                progress.console.print(status, markup=False)
     raise ServerError("the server ended the pull without saying it succeeded")
 
 
@@ -120,9 +122,9 @@ def models(server: Server, out: Console) -> int:
         context = next((i["config"].get("context_length") for i in instances
                         if isinstance(i.get("config"), dict)), None)
         quantization = (model.get("quantization") or {}).get("name") or ""
-        table.add_row(model.get("key", ""), "yes" if instances else "",
+        table.add_row(escape(model.get("key", "")), "yes" if instances else "",
                       size(model.get("size_bytes")),
                       str(context or model.get("max_context_length") or ""),
-                      model.get("architecture") or "", quantization)
+                      escape(model.get("architecture") or ""), escape(quantization))
     out.print(table)
     return 0

@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from parlance.console import commands
 from parlance.console.chat import ChatSession, line_history
@@ -72,7 +73,7 @@ def wants_server(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace, local: LocalServer, history: Path | None) -> int:
-    out, err = Console(), Console(stderr=True)
+    out, err = Console(highlight=False), Console(stderr=True, highlight=False)
     try:
         if args.command == "chat" and not (args.url or os.environ.get(URL_ENV)):
             with local() as url:
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace, local: LocalServer, history: Path | None) -> i
                 return commands.pull(server, args.name, err)
             return commands.models(server, out)
     except ServerError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return 1
     except KeyboardInterrupt:
         return 130

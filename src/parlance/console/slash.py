@@ -38,11 +38,11 @@ def run_command(chat: Chat, line: str) -> Literal["exit"] | None:
         out.print("Conversation cleared.", style="dim")
     elif name == "/system":
         chat.system = rest or None
-        out.print(f"System prompt {'set' if rest else 'cleared'}.", style="dim")
+        out.print(f"System prompt {'set' if rest else 'cleared'}.", style="dim", markup=False)
     elif name == "/model":
         if rest:
             chat.model = rest
-        out.print(f"Model: {chat.model or 'the server default'}", style="dim")
+        out.print(f"Model: {chat.model or 'the server default'}", style="dim", markup=False)
     else:
-        out.print(f"Unknown command {name}; /help lists them.", style="yellow")
+        out.print(f"Unknown command {name}; /help lists them.", style="yellow", markup=False)
     return None
