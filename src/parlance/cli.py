@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
 from parlance.config import (
@@ -26,9 +25,11 @@ from parlance.config import (
     resolve_config,
 )
 from parlance.console import entry as console_entry
+from parlance.console.load_progress import LoadProgress
 from parlance.core.errors import InvalidRequest, Unavailable
 
 console = Console(stderr=True)
+load_progress = LoadProgress(console)  # every load of `serve`, at start and on demand
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -193,6 +194,10 @@ def _engine_loader(config: ServeConfig):
     prompt_cache = prompt_cache_settings(config)
 
     def load(spec, plan, on_progress):
+        with load_progress.load(spec.id) as shown:
+            return _load(spec, plan, _both(shown, on_progress))
+
+    def _load(spec, plan, on_progress):
         settings = ContextSettings(
             n_ctx=plan.context_length,
             n_threads=config.threads or default_threads(),
@@ -206,6 +211,13 @@ def _engine_loader(config: ServeConfig):
                                    strict_max_tokens=config.strict_max_tokens)
 
     return load
+
+
+def _both(shown, asked):
+    """Report a load's progress to the terminal and to the request that asked for it."""
+    if asked is None:
+        return shown
+    return lambda fraction: (shown(fraction), asked(fraction))
 
 
 def prompt_cache_settings(config: ServeConfig):
@@ -280,12 +292,12 @@ def _free_memory(config: ServeConfig):
 
 def _load_first(config: ServeConfig, registry: dict, loader):
     """Plan the first load (absurd settings fail here, before anything is allocated),
-    then load it with a progress bar."""
+    then load it (the loader shows its progress)."""
     from parlance.models.load_plan import LoadOptions, check_fits, plan_load
     from parlance.models.registry import resolve_spec
 
     spec = resolve_spec(config.model, registry)
-    path = spec.locate()
+    spec.locate()  # (a missing file is said first)
     try:
         plan = plan_load(spec, LoadOptions(), load_defaults(config))
         check_fits(plan, spec.id, budget=memory_budget(config),
@@ -293,12 +305,7 @@ def _load_first(config: ServeConfig, registry: dict, loader):
     except InvalidRequest as exc:
         raise InvalidRequest(f"{exc.message} [{_FLAGS.get(exc.param or '', exc.param)}]",
                              param=exc.param, code=exc.code) from None
-    progress = Progress(TextColumn("[bold]Loading[/] {task.description}"), BarColumn(),
-                        TaskProgressColumn(), console=console, disable=not console.is_terminal)
-    with progress:
-        task = progress.add_task(path.name, total=1.0)
-        engine = loader(spec, plan, lambda f: progress.update(task, completed=f))
-    return spec, engine, plan
+    return spec, loader(spec, plan, None), plan
 
 
 def _first_model(config: ServeConfig, registry: dict, loader) -> list:
