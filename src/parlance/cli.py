@@ -386,16 +386,16 @@ def local_server(config: ServeConfig, registry: dict) -> Iterator[str]:
     chat's); yields its URL, and drains it on the way out."""
     from parlance.server.runner import Listen, log_config, server
 
+    app = build_app(config, registry)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = build_app(config, registry)
     running = server(app, Listen("127.0.0.1", port, _limits(config)),
                      log_config=log_config("WARNING"))
     thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]},
                               name="parlance-server", daemon=True)
-    thread.start()
     try:
+        thread.start()
         while not running.started:
             if not thread.is_alive():
                 raise Unavailable("the in-process server did not start")
@@ -403,7 +403,8 @@ def local_server(config: ServeConfig, registry: dict) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         running.should_exit = True
-        thread.join()
+        if thread.is_alive():
+            thread.join()
         sock.close()
 
 
@@ -457,8 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if console_entry.wants_server(args):
+            data_dir = os.environ.get(env_name("data_dir")) or default_data_dir()
             return console_entry.run(args, lambda: local_server(*_resolved(args)),
-                                     history=default_data_dir() / "chat_history")
+                                     history=Path(data_dir) / "chat_history")
         config, registry = _resolved(args)
         if args.command == "models":
             return list_models(registry)

@@ -10,6 +10,7 @@ import time
 import pexpect
 import pytest
 
+from parlance.core.errors import EngineFailure
 from parlance.core.events import TextDelta, ToolCallArgs, ToolCallEnd, ToolCallStart
 from parlance.engines.fake import Generated
 from tests.support.console_server import conversation, fake_server, spawn
@@ -106,6 +107,16 @@ def test_a_refused_turn_is_said_and_not_kept(chat, server):
     ask(chat, "/model fake-model")
     ask(chat, "hello")
     assert conversation(server.engine) == [("user", "hello")]
+    chat.sendeof()
+    assert leave(chat) == 0
+
+
+def test_a_stream_that_fails_midway_says_why(chat, server):
+    server.engine.enqueue(TextDelta("partial "), EngineFailure("the engine broke"))
+    shown = ask(chat, "hi")
+    assert "partial" in shown and "error:" in shown and "the engine broke" in shown
+    ask(chat, "again")
+    assert conversation(server.engine) == [("user", "again")]
     chat.sendeof()
     assert leave(chat) == 0
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
-from parlance.console.client import Server, ServerError
+from parlance.console.client import Server, ServerError, error_message
 from parlance.console.render import Answer
 from parlance.console.slash import Chat, run_command
 
@@ -58,12 +58,14 @@ class ChatSession(Chat):
                        vertical_overflow="visible") as live,
                   self.server.events("/v1/chat/completions", self.request()) as chunks):
                 for chunk in chunks:
+                    if (failed := error_message(chunk)) is not None:  # (the stream's end)
+                        raise ServerError(failed)
                     answer.feed(chunk)
                     live.refresh()
         except KeyboardInterrupt:
             stopped = True  # leaving the `with` closed the stream: the server stops
         except ServerError as exc:
-            self.messages.pop()  # no answer: the turn is not kept
+            self.messages.pop()  # no answer (or a broken one): the turn is not kept
             self.console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             return
         if answer.model and not self.model:
