@@ -99,6 +99,7 @@ def run(args: argparse.Namespace, local: LocalServer, history: Path | None) -> i
 
 
 def _chat(args: argparse.Namespace, url: str, out: Console, history: Path | None) -> int:
-    with Server(url, api_key(args.client_key)) as server, line_history(history):
+    with Server(url, api_key(args.client_key)) as server:
         server.get("/v1/models")  # no server, a wrong key: said before the first prompt
-        return ChatSession(server, out, args.model, args.system).run()
+        with line_history(history):
+            return ChatSession(server, out, args.model, args.system).run()
