@@ -25,6 +25,7 @@ from parlance.console.slash import Chat, run_command
 PROMPT = ">>> "
 MORE = "... "
 FENCE = '"""'
+REDRAW = 10  # redraws of a streaming answer per second
 
 ReadLine = Callable[[str], str]
 
@@ -54,14 +55,15 @@ class ChatSession(Chat):
         self.messages.append({"role": "user", "content": text})
         answer, stopped, started = Answer(), False, time.perf_counter()
         try:
-            with (Live(answer, console=self.console, refresh_per_second=10,
-                       vertical_overflow="visible") as live,
+            # Live redraws from a thread of its own, REDRAW times a second (the Markdown
+            # is rendered whole each time: not once per token), and once more at the end
+            with (Live(answer, console=self.console, refresh_per_second=REDRAW,
+                       vertical_overflow="visible"),
                   self.server.events("/v1/chat/completions", self.request()) as chunks):
                 for chunk in chunks:
                     if (failed := error_message(chunk)) is not None:  # (the stream's end)
                         raise ServerError(failed)
                     answer.feed(chunk)
-                    live.refresh()
         except KeyboardInterrupt:
             stopped = True  # leaving the `with` closed the stream: the server stops
         except ServerError as exc:

@@ -5,6 +5,7 @@ the tool calls with their arguments, then a dim line of figures."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +37,13 @@ class Answer:
     finish_reason: str | None = None
     model: str | None = None
     completion_tokens: int | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def feed(self, chunk: dict[str, Any]) -> None:
+        with self._lock:  # (drawn meanwhile by the live display's thread)
+            self._feed(chunk)
+
+    def _feed(self, chunk: dict[str, Any]) -> None:
         self.model = chunk.get("model") or self.model
         if isinstance(usage := chunk.get("usage"), dict):
             self.completion_tokens = usage.get("completion_tokens")
@@ -61,6 +67,10 @@ class Answer:
         return {"role": "assistant", "content": self.content} if self.content else None
 
     def __rich__(self) -> RenderableType:
+        with self._lock:
+            return self._drawn()
+
+    def _drawn(self) -> RenderableType:
         parts: list[RenderableType] = []
         if self.reasoning:
             parts.append(Text(self.reasoning.strip("\n"), style="dim italic"))
