@@ -75,12 +75,11 @@ def spawn(tmp_path: Path, *args: str, **env: str):
     dir in `tmp_path`)."""
     import pexpect
 
-    environ = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
-               "XDG_DATA_HOME": str(tmp_path / "xdg"), "TERM": "xterm-256color",
-               "COLUMNS": "120", "LINES": "40", **env}
-    environ.pop("PARLANCE_URL", None)
-    environ.pop("PARLANCE_API_KEY", None)
-    environ.update(env)
+    environ = {k: v for k, v in os.environ.items()  # (the test's settings, not the shell's)
+               if k not in ("PARLANCE_URL", "PARLANCE_API_KEY", "PARLANCE_DATA_DIR")}
+    environ.update({"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
+                    "XDG_DATA_HOME": str(tmp_path / "xdg"), "TERM": "xterm-256color",
+                    "COLUMNS": "120", "LINES": "40", **env})
     return pexpect.spawn(sys.executable, ["-m", "parlance", *args], env=environ,
                          encoding="utf-8", timeout=STARTUP, dimensions=(40, 120))
 
