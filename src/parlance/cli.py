@@ -164,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
     for sub in (serve, models):
         sub.add_argument("--config", type=Path, help="TOML file with [serve] and [presets.*]"
                          f" [env {env_name('config')}; default ./parlance.toml]")
-    console_entry.add_server_flags(models, default_url=False)
+    console_entry.add_server_flags(models, default_url=False, what="list the models of the "
+                                   "server at this URL instead of this machine's registry")
     console_entry.add_commands(commands)
     return parser
 

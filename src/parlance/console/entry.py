@@ -32,9 +32,10 @@ CLIENT_COMMANDS = ("chat", "ps", "load", "unload", "pull")
 LocalServer = Callable[[], AbstractContextManager[str]]
 
 
-def add_server_flags(parser: argparse.ArgumentParser, *, default_url: bool = True) -> None:
+def add_server_flags(parser: argparse.ArgumentParser, *, default_url: bool = True,
+                     what: str = "the Parlance server to talk to") -> None:
     shown = f"default {DEFAULT_URL}; " if default_url else ""
-    parser.add_argument("--url", help=f"the Parlance server to talk to [{shown}env {URL_ENV}]")
+    parser.add_argument("--url", help=f"{what} [{shown}env {URL_ENV}]")
     parser.add_argument("--api-key", dest="client_key", metavar="KEY",
                         help=f"the key that server requires, if any [env {KEY_ENV}]")
 
