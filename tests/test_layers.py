@@ -51,6 +51,9 @@ NEUTRAL = "dialects speak only in core's neutral values"
      "no dialect imports another"),
     ("server/bad.py", "from parlance.engines.upstream import Fleet",
      "the server never imports an engine's implementation"),
+    ("console/bad.py", "import parlance.config", DOWN),
+    ("console/bad.py", "from parlance.server import create_app",
+     "the console is a client of the HTTP API"),
 ])
 def test_a_wrong_import_breaks_its_contract(tmp_path, module, bad_import, contract):
     shutil.copytree(ROOT / "src" / "parlance", tmp_path / "src" / "parlance",

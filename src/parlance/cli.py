@@ -1,22 +1,35 @@
-"""`parlance serve` / `parlance models`: build settings, load the model, run uvicorn."""
+"""`parlance serve` / `parlance models`: build settings, load the model, run uvicorn; and
+the commands that talk to a running server (`chat`, `ps`, `load`, `unload`, `pull`,
+`models --url`: `parlance.console`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import socket
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-from parlance.config import SERVE_DEFAULTS, ServeConfig, env_name, resolve_config
+from parlance.config import (
+    SERVE_DEFAULTS,
+    ServeConfig,
+    default_data_dir,
+    env_name,
+    resolve_config,
+)
+from parlance.console import entry as console_entry
+from parlance.console.load_progress import LoadProgress
 from parlance.core.errors import InvalidRequest, Unavailable
 
 console = Console(stderr=True)
+load_progress = LoadProgress(console)  # every load of `serve`, at start and on demand
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -146,9 +159,14 @@ def _parser() -> argparse.ArgumentParser:
     for action in serve._actions:
         if action.dest != "help":
             action.help = f"{action.help} [{_default_and_env(action.dest)}]"
-    for sub in (serve, commands.add_parser("models", help="list the models you can serve")):
+    models = commands.add_parser("models", help="list the models you can serve (with --url: "
+                                                "the models a running server has)")
+    for sub in (serve, models):
         sub.add_argument("--config", type=Path, help="TOML file with [serve] and [presets.*]"
                          f" [env {env_name('config')}; default ./parlance.toml]")
+    console_entry.add_server_flags(models, default_url=False, what="list the models of the "
+                                   "server at this URL instead of this machine's registry")
+    console_entry.add_commands(commands)
     return parser
 
 
@@ -177,6 +195,10 @@ def _engine_loader(config: ServeConfig):
     prompt_cache = prompt_cache_settings(config)
 
     def load(spec, plan, on_progress):
+        with load_progress.load(spec.id) as shown:
+            return _load(spec, plan, _both(shown, on_progress))
+
+    def _load(spec, plan, on_progress):
         settings = ContextSettings(
             n_ctx=plan.context_length,
             n_threads=config.threads or default_threads(),
@@ -190,6 +212,13 @@ def _engine_loader(config: ServeConfig):
                                    strict_max_tokens=config.strict_max_tokens)
 
     return load
+
+
+def _both(shown, asked):
+    """Report a load's progress to the terminal and to the request that asked for it."""
+    if asked is None:
+        return shown
+    return lambda fraction: (shown(fraction), asked(fraction))
 
 
 def prompt_cache_settings(config: ServeConfig):
@@ -264,12 +293,12 @@ def _free_memory(config: ServeConfig):
 
 def _load_first(config: ServeConfig, registry: dict, loader):
     """Plan the first load (absurd settings fail here, before anything is allocated),
-    then load it with a progress bar."""
+    then load it (the loader shows its progress)."""
     from parlance.models.load_plan import LoadOptions, check_fits, plan_load
     from parlance.models.registry import resolve_spec
 
     spec = resolve_spec(config.model, registry)
-    path = spec.locate()
+    spec.locate()  # (a missing file is said first)
     try:
         plan = plan_load(spec, LoadOptions(), load_defaults(config))
         check_fits(plan, spec.id, budget=memory_budget(config),
@@ -277,12 +306,7 @@ def _load_first(config: ServeConfig, registry: dict, loader):
     except InvalidRequest as exc:
         raise InvalidRequest(f"{exc.message} [{_FLAGS.get(exc.param or '', exc.param)}]",
                              param=exc.param, code=exc.code) from None
-    progress = Progress(TextColumn("[bold]Loading[/] {task.description}"), BarColumn(),
-                        TaskProgressColumn(), console=console, disable=not console.is_terminal)
-    with progress:
-        task = progress.add_task(path.name, total=1.0)
-        engine = loader(spec, plan, lambda f: progress.update(task, completed=f))
-    return spec, engine, plan
+    return spec, loader(spec, plan, None), plan
 
 
 def _first_model(config: ServeConfig, registry: dict, loader) -> list:
@@ -321,29 +345,68 @@ def _upstreams(config: ServeConfig):
     return UpstreamModels(fleet)
 
 
-def serve(config: ServeConfig, registry: dict) -> int:
+def build_app(config: ServeConfig, registry: dict):
+    """The app `serve` runs: the first model loaded, the others on demand."""
     from parlance.models.catalog import catalog
     from parlance.models.served import ServedModels
     from parlance.server import create_app
 
     loader = _engine_loader(config)
-    models_dir = Path(config.models_dir)
     models = ServedModels(
-        _first_model(config, registry, loader), catalog=catalog(registry, models_dir),
-        loader=loader, idle_ttl=config.jit_ttl or None, memory_budget=memory_budget(config),
+        _first_model(config, registry, loader),
+        catalog=catalog(registry, Path(config.models_dir)), loader=loader,
+        idle_ttl=config.jit_ttl or None, memory_budget=memory_budget(config),
         defaults=load_defaults(config), free_memory=_free_memory(config),
         upstreams=_upstreams(config))
-    app = create_app(models, server_settings(config))
+    return create_app(models, server_settings(config))
+
+
+def _limits(config: ServeConfig):
+    from parlance.server.http.connections import ConnectionLimits
+
+    return ConnectionLimits(max_connections=config.max_connections,
+                            header_timeout=config.header_timeout,
+                            keepalive_timeout=config.keepalive_timeout)
+
+
+def serve(config: ServeConfig, registry: dict) -> int:
+    app = build_app(config, registry)
     console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
                   f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "
-                  f"/api/v1; more models from {models_dir})")
-    from parlance.server.http.connections import ConnectionLimits
+                  f"/api/v1; more models from {config.models_dir})")
     from parlance.server.runner import Listen, run
 
-    run(app, Listen(config.host, config.port, ConnectionLimits(
-        max_connections=config.max_connections, header_timeout=config.header_timeout,
-        keepalive_timeout=config.keepalive_timeout)))
+    run(app, Listen(config.host, config.port, _limits(config)))
     return 0
+
+
+@contextlib.contextmanager
+def local_server(config: ServeConfig, registry: dict) -> Iterator[str]:
+    """`parlance chat` without --url: the server `serve` would run, on a free loopback
+    port in a thread of this process, logging warnings only (the terminal is the
+    chat's); yields its URL, and drains it on the way out."""
+    from parlance.server.runner import Listen, log_config, server
+
+    app = build_app(config, registry)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    running = server(app, Listen("127.0.0.1", port, _limits(config)),
+                     log_config=log_config("WARNING"))
+    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]},
+                              name="parlance-server", daemon=True)
+    try:
+        thread.start()
+        while not running.started:
+            if not thread.is_alive():
+                raise Unavailable("the in-process server did not start")
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        running.should_exit = True
+        if thread.is_alive():
+            thread.join()
+        sock.close()
 
 
 def server_settings(config: ServeConfig):
@@ -394,16 +457,24 @@ def list_models(registry: dict) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    config_path = args.config or (Path(os.environ[env_name("config")])
-                                  if os.environ.get(env_name("config")) else None)
     try:
-        config, registry = resolve_config(vars(args), os.environ, config_path)
+        if console_entry.wants_server(args):
+            data_dir = os.environ.get(env_name("data_dir")) or default_data_dir()
+            return console_entry.run(args, lambda: local_server(*_resolved(args)),
+                                     history=Path(data_dir) / "chat_history")
+        config, registry = _resolved(args)
         if args.command == "models":
             return list_models(registry)
         return serve(config, registry)
     except (InvalidRequest, Unavailable, FileNotFoundError, ValueError) as exc:
         console.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")
         return 2
+
+
+def _resolved(args: argparse.Namespace) -> tuple[ServeConfig, dict]:
+    config_path = args.config or (Path(os.environ[env_name("config")])
+                                  if os.environ.get(env_name("config")) else None)
+    return resolve_config(vars(args), os.environ, config_path)
 
 
 if __name__ == "__main__":

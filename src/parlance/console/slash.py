@@ -1,0 +1,48 @@
+"""The chat's own commands: lines that start with `/`."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from rich.console import Console
+
+HELP = """\
+/system TEXT   the system prompt from now on (/system alone clears it)
+/reset         forget the conversation (the system prompt stays)
+/model NAME    talk to another model (/model alone names the current one)
+/help          this list
+/exit          leave (so does Ctrl-D); Ctrl-C stops an answer
+
+A line ending in \\ continues on the next line; a block between two \"\"\" lines is
+one message."""
+
+
+class Chat(Protocol):
+    console: Console
+    model: str | None
+    system: str | None
+
+    def reset(self) -> None: ...
+
+
+def run_command(chat: Chat, line: str) -> Literal["exit"] | None:
+    name, _, rest = line.strip().partition(" ")
+    rest = rest.strip()
+    out = chat.console
+    if name in ("/exit", "/quit", "/bye"):
+        return "exit"
+    if name == "/help":
+        out.print(HELP, markup=False, highlight=False)
+    elif name == "/reset":
+        chat.reset()
+        out.print("Conversation cleared.", style="dim")
+    elif name == "/system":
+        chat.system = rest or None
+        out.print(f"System prompt {'set' if rest else 'cleared'}.", style="dim", markup=False)
+    elif name == "/model":
+        if rest:
+            chat.model = rest
+        out.print(f"Model: {chat.model or 'the server default'}", style="dim", markup=False)
+    else:
+        out.print(f"Unknown command {name}; /help lists them.", style="yellow", markup=False)
+    return None

@@ -1,0 +1,165 @@
+"""`parlance chat` in a pseudo-terminal against a real server over the fake engine: an
+answer streams (reasoning, Markdown, tool calls), Ctrl-C stops it (the server cancels
+the generation) and the prompt comes back, the slash commands change what the next
+request carries, multi-line input, Ctrl-D and /exit leave with status 0."""
+
+from __future__ import annotations
+
+import time
+
+import pexpect
+import pytest
+
+from parlance.core.errors import EngineFailure
+from parlance.core.events import TextDelta, ToolCallArgs, ToolCallEnd, ToolCallStart
+from parlance.engines.fake import Generated
+from tests.support.console_server import conversation, fake_server, spawn
+from tests.support.live_server import STARTUP
+
+PROMPT = ">>> "
+
+
+@pytest.fixture
+def server(tmp_path):
+    with fake_server(tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def chat(tmp_path, server):
+    child = spawn(tmp_path, "chat", "--url", server.url)
+    child.expect_exact(PROMPT)
+    yield child
+    child.close(force=True)
+
+
+def ask(child: pexpect.spawn, text: str) -> str:
+    """Send a message; what the terminal showed until the next prompt."""
+    child.sendline(text)
+    child.expect_exact(PROMPT)
+    return child.before
+
+
+def leave(child: pexpect.spawn) -> int:
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus
+
+
+def test_an_answer_streams_with_its_reasoning_and_tool_calls(chat, server):
+    server.engine.enqueue(Generated("<think>pondering deeply</think>The **bold** answer"))
+    shown = ask(chat, "hello")
+    assert "pondering deeply" in shown and "bold" in shown and "**" not in shown
+    assert "\x1b[2;3mpondering" in shown  # dim italic
+    server.engine.enqueue(ToolCallStart("call_1", "get_weather"),
+                          ToolCallArgs('{"city": "Paris"}'), ToolCallEnd())
+    assert 'get_weather({"city": "Paris"})' in ask(chat, "weather?")
+    chat.sendline("/exit")
+    assert leave(chat) == 0
+
+
+def test_ctrl_c_stops_the_answer_not_the_program(chat, server):
+    server.engine.enqueue(TextDelta("Once upon a time "), 600.0)  # then silence
+    chat.sendline("tell a story")
+    chat.expect_exact("Once upon a time")
+    chat.sendintr()
+    chat.expect_exact("stopped")
+    chat.expect_exact(PROMPT)
+    generation = server.engine.generations[-1]
+    deadline = time.monotonic() + STARTUP  # the server sees the closed stream soon
+    while not generation.cancelled and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert generation.cancelled
+    # the conversation goes on, the stopped answer kept as far as it went
+    assert "Hello there!" in ask(chat, "and then?")
+    assert conversation(server.engine)[-2:] == [("assistant", "Once upon a time "),
+                                               ("user", "and then?")]
+    chat.sendintr()  # at the prompt: a new line, still running
+    chat.expect_exact(PROMPT)
+    chat.sendeof()
+    assert leave(chat) == 0
+
+
+def test_slash_commands_change_the_next_request(chat, server):
+    ask(chat, "one")
+    assert conversation(server.engine) == [("user", "one")]
+    assert "System prompt set" in ask(chat, "/system Be brief.")
+    ask(chat, "two")
+    assert conversation(server.engine) == [
+        ("system", "Be brief."), ("user", "one"), ("assistant", "Hello there!"),
+        ("user", "two")]
+    assert "cleared" in ask(chat, "/reset")
+    ask(chat, "three")
+    assert conversation(server.engine) == [("system", "Be brief."), ("user", "three")]
+    assert "acme/cold-model" in ask(chat, "/model acme/cold-model")
+    ask(chat, "four")
+    assert server.loader.loaded == ["acme/cold-model"]  # loaded for it, just in time
+    assert "/system TEXT" in ask(chat, "/help")
+    assert "Unknown command /nope" in ask(chat, "/nope")
+    chat.sendline("/exit")
+    assert leave(chat) == 0
+
+
+def test_a_refused_turn_is_said_and_not_kept(chat, server):
+    ask(chat, "/model no-such-[bold]model")
+    shown = ask(chat, "hi")  # (the name shown as it is: no markup of the terminal's)
+    assert "error:" in shown and "no-such-[bold]model" in shown and "404" in shown
+    ask(chat, "/model fake-model")
+    ask(chat, "hello")
+    assert conversation(server.engine) == [("user", "hello")]
+    chat.sendeof()
+    assert leave(chat) == 0
+
+
+def test_a_stream_that_fails_midway_says_why(chat, server):
+    server.engine.enqueue(TextDelta("partial "), EngineFailure("the engine broke"))
+    shown = ask(chat, "hi")
+    assert "partial" in shown and "error:" in shown and "the engine broke" in shown
+    ask(chat, "again")
+    assert conversation(server.engine) == [("user", "again")]
+    chat.sendeof()
+    assert leave(chat) == 0
+
+
+def test_multi_line_messages(chat, server):
+    chat.sendline("first line \\")
+    chat.expect_exact("... ")
+    ask(chat, "second line")
+    assert conversation(server.engine)[-1] == ("user", "first line \nsecond line")
+    chat.sendline('"""')
+    chat.sendline("a block")
+    chat.sendline("")
+    ask(chat, 'of lines"""')
+    assert conversation(server.engine)[-1] == ("user", "a block\n\nof lines")
+    chat.sendeof()
+    assert leave(chat) == 0
+
+
+def test_history_is_kept_between_sessions(tmp_path, server):
+    child = spawn(tmp_path, "chat", "--url", server.url)
+    child.expect_exact(PROMPT)
+    ask(child, "remember me")
+    child.sendeof()
+    assert leave(child) == 0
+    history = tmp_path / "xdg" / "parlance" / "chat_history"
+    assert "remember me" in history.read_text()
+    again = spawn(tmp_path, "chat", "--url", server.url)
+    again.expect_exact(PROMPT)
+    again.send("\x1b[A")  # up: the last line of the previous session
+    again.expect_exact("remember me")
+    again.sendeof()  # (a line is being edited: Ctrl-D there is no EOF)
+    again.sendintr()
+    again.expect_exact(PROMPT)
+    again.sendeof()
+    assert leave(again) == 0
+
+
+def test_a_wrong_key_is_said_before_the_first_prompt(tmp_path):
+    with fake_server(tmp_path, api_keys=("sekrit",)) as server:
+        child = spawn(tmp_path, "chat", "--url", server.url, "--api-key", "wrong")
+        child.expect_exact("needs a valid API key")
+        assert leave(child) == 1
+        child = spawn(tmp_path, "chat", "--url", server.url, PARLANCE_API_KEY="sekrit")
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        assert leave(child) == 0

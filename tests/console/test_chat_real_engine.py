@@ -1,0 +1,36 @@
+"""`parlance chat` with no --url: it starts the default model (SmolLM2 on llama.cpp) in a
+server of its own on a free loopback port. Contracts only: an answer streams, Ctrl-C
+stops it and the prompt comes back, the chat goes on, /exit leaves with status 0."""
+
+from __future__ import annotations
+
+import pexpect
+import pytest
+
+from tests.support.console_server import spawn
+
+pytestmark = pytest.mark.model
+
+PROMPT = ">>> "
+# long enough that the first streamed words come well before its end
+STORY = "Write a long story about a dragon and a knight, at least 800 words."
+
+
+def test_the_in_process_default_model_streams_and_stops(tmp_path):
+    child = spawn(tmp_path, "chat")
+    try:
+        child.expect_exact("smollm2-135m-instruct in")  # loaded as `serve` would
+        child.expect_exact(PROMPT)
+        child.sendline(STORY)
+        child.expect(r"[A-Za-z]{3,}")  # words of the answer, as they stream
+        child.sendintr()
+        child.expect_exact("stopped")
+        child.expect_exact(PROMPT)
+        child.sendline("Say hello.")
+        child.expect(r"tokens/s")  # an answer ran to its end
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0

@@ -1,0 +1,90 @@
+"""What the CLI's client commands are tested against: a real uvicorn server (in a thread)
+over the fake engine, serving `fake-model` loaded and `acme/cold-model` loadable on
+demand (a fake engine too, its file a tiny GGUF), downloads allowed from loopback; and
+`parlance` itself in a pseudo-terminal (pexpect)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from parlance.engines.fake import FakeEngine
+from parlance.models.catalog import catalog
+from parlance.models.registry import ModelSpec
+from parlance.models.served import ServedModel, ServedModels
+from parlance.server import ServerSettings, create_app
+from tests.support.gguf_writer import BASE_KV, TENSORS, write_gguf
+from tests.support.live_server import STARTUP, ServerThread
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Loader:
+    """Loads every model as a fresh fake engine, and remembers which."""
+
+    def __init__(self) -> None:
+        self.loaded: list[str] = []
+
+    def __call__(self, spec, plan, on_progress):
+        self.loaded.append(spec.id)
+        if on_progress is not None:
+            on_progress(1.0)
+        return FakeEngine(context_length=plan.context_length)
+
+
+@dataclass
+class FakeServer:
+    thread: ServerThread
+    engine: FakeEngine  # fake-model's
+    loader: Loader
+    models: ServedModels
+    models_dir: Path
+
+    @property
+    def url(self) -> str:
+        return self.thread.base_url
+
+
+@contextlib.contextmanager
+def fake_server(tmp_path: Path, **settings: Any) -> Iterator[FakeServer]:
+    file = tmp_path / "specs" / "tiny.gguf"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    write_gguf(file, BASE_KV, TENSORS)
+    warm = ModelSpec(id="fake-model", locate=lambda: file, aliases=("fake-alias",))
+    cold = ModelSpec(id="acme/cold-model", locate=lambda: file)
+    models_dir = tmp_path / "models"
+    models_dir.mkdir(exist_ok=True)
+    engine, loader = FakeEngine(), Loader()
+    models = ServedModels([ServedModel(warm, engine, 1700000000, size_bytes=123_456)],
+                          catalog=catalog({cold.id: cold}, models_dir), loader=loader,
+                          idle_ttl=600.0)
+    app = create_app(models, ServerSettings(**{  # type: ignore[arg-type]
+        "models_dir": models_dir, "data_dir": tmp_path / "data",
+        "download_allow_hosts": ("127.0.0.1",), **settings}))
+    with ServerThread(app) as thread:
+        yield FakeServer(thread, engine, loader, models, models_dir)
+
+
+def spawn(tmp_path: Path, *args: str, **env: str):
+    """`parlance ARGS` in a pseudo-terminal of 40 × 120 (this checkout's code, its data
+    dir in `tmp_path`)."""
+    import pexpect
+
+    environ = {k: v for k, v in os.environ.items()  # (the test's settings, not the shell's)
+               if k not in ("PARLANCE_URL", "PARLANCE_API_KEY", "PARLANCE_DATA_DIR")}
+    environ.update({"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
+                    "XDG_DATA_HOME": str(tmp_path / "xdg"), "TERM": "xterm-256color",
+                    "COLUMNS": "120", "LINES": "40", **env})
+    return pexpect.spawn(sys.executable, ["-m", "parlance", *args], env=environ,
+                         encoding="utf-8", timeout=STARTUP, dimensions=(40, 120))
+
+
+def conversation(engine: FakeEngine, which: int = -1) -> list[tuple[str, str]]:
+    """(role, content) of each message a generation request of `engine` carried."""
+    prompt = engine.requests[which].prompts[0]
+    return [(str(m.role), m.content) for m in prompt.messages]  # type: ignore[union-attr]
