@@ -187,8 +187,9 @@ def replay(servers: dict[str, Server], requests: list[dict[str, Any]], session: 
 
 def text_of_tokens(server: Server, n_tokens: int) -> str:
     """About `n_tokens` tokens of plain prose (llama-server's tokenizer: the same GGUF)."""
-    words = ("the quick brown fox jumps over a lazy dog while seven tired sailors count "
-             "their silver coins beside an old lighthouse at the edge of the northern sea").split()
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while",
+             "seven", "tired", "sailors", "count", "their", "silver", "coins", "beside", "an",
+             "old", "lighthouse", "at", "the", "edge", "of", "the", "northern", "sea"]
     text = " ".join(f"{words[i % len(words)]}{i % 97}" for i in range(n_tokens))
     tokens = httpx.post(f"{server.base}/tokenize", json={"content": text}, timeout=120).json()
     cut = tokens["tokens"][:n_tokens]

@@ -37,15 +37,18 @@ from typing import Any
 import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.clients.test_claude_code import CLAUDE_CODE_VERSION, claude_env  # noqa: E402
-from tests.clients.test_codex import CODEX_VERSION, codex_config  # noqa: E402
-from tests.support.npm import npm_bin  # noqa: E402
-from tests.support.serve_process import free_port  # noqa: E402
-
 from parlance.engines.fake import FakeEngine  # noqa: E402
 from parlance.models.registry import ModelSpec  # noqa: E402
 from parlance.models.served import ServedModel, ServedModels  # noqa: E402
 from parlance.server import ServerSettings, create_app  # noqa: E402
+from tests.support.agent_clients import (  # noqa: E402
+    CLAUDE_CODE_VERSION,
+    CODEX_VERSION,
+    claude_env,
+    codex_config,
+)
+from tests.support.npm import npm_bin  # noqa: E402
+from tests.support.serve_process import free_port  # noqa: E402
 
 SESSIONS = Path(__file__).parent / "sessions"
 HOME, CWD = "/home/user", "/home/user/project"
@@ -136,7 +139,8 @@ def claude_turns(base: str, home: Path, work: Path, prompts: tuple[str, ...]) ->
                 if line.startswith("{") and json.loads(line).get("type") == "result":
                     break
             else:
-                raise RuntimeError(f"claude ended early: {proc.stderr.read() if proc.stderr else ''}")
+                error = proc.stderr.read() if proc.stderr else ""
+                raise RuntimeError(f"claude ended early: {error[-2000:]}")
         proc.stdin.close()
         proc.wait(TURN_TIMEOUT)
     finally:
