@@ -11,9 +11,12 @@ latency is how much of the prompt a server evaluates again. For each recording i
    `--cache-ram` prompt cache, `--metrics`), the same slots, context per slot and
    threads;
 2. send the first session's turns in order, streamed, each to both servers (who goes
-   first alternates), through the same API on both: llama-server has `/v1/messages`
-   and `/v1/responses` of its own, so each side renders the recorded request with the
-   model's template itself (the prompt token counts show where the sides differ);
+   first alternates). Both get the same tokens: each recorded request as Parlance's
+   dialect parses it and SmolLM2's template renders it, as token ids on
+   `/v1/completions`. llama-server has `/v1/messages` and `/v1/responses` of its own
+   (`--via api` uses them), but for a template without a place for tools it leaves the
+   tools out: Claude Code's first request is 3,089 tokens there against 20,321 with
+   the tools in the system prompt, and the two sides would not do the same work;
 3. stop both, start them again (Parlance on the same data dir, llama-server with its
    RAM cache gone, as after any restart) and send the second session's first request;
 4. time prompt processing of fresh text prompts at 2k, 8k and 16k tokens on each.
@@ -169,14 +172,29 @@ def replayed(request: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     return body
 
 
-def replay(servers: dict[str, Server], requests: list[dict[str, Any]], session: int,
-           max_tokens: int, results: list[Measured], first_turn: int = 0) -> None:
-    for turn, request in enumerate(r for r in requests if r["session"] == session):
-        order = SIDES if (first_turn + turn) % 2 == 0 else SIDES[::-1]
+def sent(request: dict[str, Any], tokens: list[int], via: str,
+         max_tokens: int) -> tuple[str, dict[str, Any]]:
+    """What a replayed request sends where: `tokens` (Parlance's rendering of it) to
+    `/v1/completions`, or the recorded body to its own path (`via` "api")."""
+    if via == "api":
+        return request["path"], replayed(request, max_tokens)
+    return "/v1/completions", {"model": DEFAULT_MODEL, "prompt": tokens,
+                               "max_tokens": max_tokens, "temperature": 0, "stream": True}
+
+
+def replay(servers: dict[str, Server], requests: list[dict[str, Any]],
+           rendered: list[list[int]], session: int, args: argparse.Namespace,
+           results: list[Measured]) -> None:
+    turn = 0
+    for request, tokens in zip(requests, rendered, strict=True):
+        if request["session"] != session:
+            continue
+        turn += 1
+        order = SIDES if (session + turn) % 2 == 1 else SIDES[::-1]
         for side in order:
-            label = f"session {session + 1} turn {turn + 1}"
-            measured = stream(servers[side], request["path"], replayed(request, max_tokens),
-                              label)
+            label = f"session {session + 1} turn {turn}"
+            path, body = sent(request, tokens, args.via, args.max_tokens)
+            measured = stream(servers[side], path, body, label)
             results.append(measured)
             print(f"  {label:<20} {side:<13} prompt {measured.prompt_tokens:>6}  evaluated "
                   f"{measured.evaluated:>6}  ttft {measured.ttft:8.2f} s", flush=True)
@@ -317,6 +335,7 @@ def table(results: list[Measured]) -> None:
 def run_agent(agent: str, model: Path, args: argparse.Namespace, data_root: Path,
               sizes: list[int]) -> list[tuple[str, bool, str]]:
     requests = load_session(agent)
+    rendered, _ = rendered_tokens(agent)
     turns = sum(1 for r in requests if r["session"] == 0)
     data_dir = data_root / agent
     results: list[Measured] = []
@@ -324,12 +343,12 @@ def run_agent(agent: str, model: Path, args: argparse.Namespace, data_root: Path
           f"context per slot {args.ctx_size}, {THREADS} threads", flush=True)
     with parlance_server(free_port(), data_dir, args.parallel, args.ctx_size) as ours, \
             llama_server(free_port(), model, args.parallel, args.ctx_size) as theirs:
-        replay({PARLANCE: ours, LLAMA: theirs}, requests, 0, args.max_tokens, results)
+        replay({PARLANCE: ours, LLAMA: theirs}, requests, rendered, 0, args, results)
     print("  both servers restarted", flush=True)
     with parlance_server(free_port(), data_dir, args.parallel, args.ctx_size) as ours, \
             llama_server(free_port(), model, args.parallel, args.ctx_size) as theirs:
         servers = {PARLANCE: ours, LLAMA: theirs}
-        replay(servers, requests, 1, args.max_tokens, results, first_turn=1)
+        replay(servers, requests, rendered, 1, args, results)
         if sizes:
             prompt_processing(servers, sizes, results)
     table(results)
@@ -345,6 +364,12 @@ def main() -> None:
     parser.add_argument("--ctx-size", type=int, default=None,
                         help="context per slot (default: 32768; 16384 with --quick)")
     parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--via", choices=("tokens", "api"), default="tokens",
+                        help="tokens (default): both servers get the same prompt, Parlance's "
+                             "rendering of each recorded request as token ids on "
+                             "/v1/completions; api: each its own /v1/messages or "
+                             "/v1/responses (llama-server leaves out the tools SmolLM2's "
+                             "template has no place for: a much shorter prompt)")
     parser.add_argument("--prefixes", action="store_true",
                         help="only show where each recorded prompt parts from the previous "
                              "one, token by token after templating (no server, no prefill)")
