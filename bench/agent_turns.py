@@ -90,8 +90,12 @@ def parlance_server(port: int, data_dir: Path, slots: int, ctx: int) -> Server:
 
 
 def llama_server(port: int, model: Path, slots: int, ctx: int) -> Server:
+    """llama-server caps a slot's context at the model's training context (8192 for
+    SmolLM2), Parlance does not: the override gives it the same context per slot (the
+    model's RoPE has no scaling for that value to change)."""
     return Server(LLAMA, [str(llama_server_binary()), "-m", str(model), "--port", str(port),
                           "-t", str(THREADS), "-np", str(slots), "-c", str(slots * ctx),
+                          "--override-kv", f"llama.context_length=int:{ctx}",
                           "--metrics", "--no-webui", "--timeout", str(int(REQUEST_SECONDS))],
                   port)
 
@@ -178,8 +182,12 @@ def sent(request: dict[str, Any], tokens: list[int], via: str,
     `/v1/completions`, or the recorded body to its own path (`via` "api")."""
     if via == "api":
         return request["path"], replayed(request, max_tokens)
-    return "/v1/completions", {"model": DEFAULT_MODEL, "prompt": tokens,
-                               "max_tokens": max_tokens, "temperature": 0, "stream": True}
+    return "/v1/completions", completion(tokens, max_tokens)
+
+
+def completion(prompt: list[int] | str, max_tokens: int) -> dict[str, Any]:
+    return {"model": DEFAULT_MODEL, "prompt": prompt, "max_tokens": max_tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
 
 
 def replay(servers: dict[str, Server], requests: list[dict[str, Any]],
@@ -222,8 +230,7 @@ def prompt_processing(servers: dict[str, Server], sizes: list[int],
         order = SIDES if i % 2 == 0 else SIDES[::-1]
         for side in order:
             # a fresh first word: no side finds any of it cached
-            body = {"model": DEFAULT_MODEL, "prompt": f"{side}{time.time_ns()}: {text}",
-                    "max_tokens": 1, "temperature": 0, "stream": True}
+            body = completion(f"{side}{time.time_ns()}: {text}", 1)
             measured = stream(servers[side], "/v1/completions", body, f"{size // 1024}k")
             results.append(measured)
             print(f"  prompt {size:>6} tokens  {side:<13} evaluated {measured.evaluated:>6}  "
