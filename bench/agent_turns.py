@@ -39,8 +39,6 @@ takes long on 2 cores; `--quick` replays the Codex session only with parity at 1
 from __future__ import annotations
 
 import argparse
-import copy
-import gzip
 import json
 import re
 import sys
@@ -59,7 +57,13 @@ from servers import Server, free_port, stop_servers_on_sigterm  # noqa: E402
 
 from parlance.models.registry import DEFAULT_MODEL, builtin_registry  # noqa: E402
 
-SESSIONS = Path(__file__).parent / "sessions"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.agent_sessions import (  # noqa: E402
+    load_session,
+    rendered_tokens,
+    replayed,
+)
+
 THREADS = 2
 REQUEST_SECONDS = 7200.0  # a cold 20k-token prompt on 2 busy cores
 PARLANCE, LLAMA = "parlance", "llama-server"
@@ -160,22 +164,6 @@ def stream(server: Server, path: str, body: dict[str, Any], label: str) -> Measu
 # -- the recorded sessions ----------------------------------------------------------------
 
 
-def load_session(name: str) -> list[dict[str, Any]]:
-    with gzip.open(SESSIONS / f"{name}.json.gz", "rt") as f:
-        return list(json.load(f)["requests"])
-
-
-def replayed(request: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    """The recorded body for SmolLM2: its name, greedy, `max_tokens` new tokens."""
-    body = copy.deepcopy(request["body"])
-    body.update(model=DEFAULT_MODEL, stream=True, temperature=0)
-    if request["path"].startswith("/v1/messages"):
-        body["max_tokens"] = max_tokens
-    else:
-        body["max_output_tokens"] = max_tokens
-    return body
-
-
 def sent(request: dict[str, Any], tokens: list[int], via: str,
          max_tokens: int) -> tuple[str, dict[str, Any]]:
     """What a replayed request sends where: `tokens` (Parlance's rendering of it) to
@@ -241,32 +229,21 @@ def prompt_processing(servers: dict[str, Server], sizes: list[int],
 # -- where consecutive prompts part ----------------------------------------------------------
 
 
-def rendered_tokens(agent: str) -> tuple[list[list[int]], Any]:
-    """Each recorded request as Parlance's dialect parses it and the engine renders and
-    tokenizes it (SmolLM2's template; nothing is evaluated), and the engine."""
-    from parlance.dialects.anthropic import AnthropicMessages
-    from parlance.dialects.openai.responses import OpenAIResponses
+def renderer() -> Any:
+    """A llama.cpp engine on SmolLM2 with a tiny context: for its template and tokenizer."""
     from parlance.engines.llamacpp.engine import LlamaCppEngine
     from parlance.engines.llamacpp.model import ContextSettings
 
-    engine = LlamaCppEngine.load(builtin_registry()[DEFAULT_MODEL].locate(),
-                                 ContextSettings(n_ctx=256, parallel=1))
-    out = []
-    for request in load_session(agent):
-        dialect = (AnthropicMessages() if request["path"].startswith("/v1/messages")
-                   else OpenAIResponses())
-        generation = dialect.parse(replayed(request, 16)).request
-        prompt = generation.prompts[0]
-        out.append(engine._tokens(prompt, engine._chat_text(prompt, generation), generation,
-                                  bounded=False))
-    return out, engine
+    return LlamaCppEngine.load(builtin_registry()[DEFAULT_MODEL].locate(),
+                               ContextSettings(n_ctx=256, parallel=1))
 
 
 def prefixes(agents: list[str]) -> None:
     """For each recorded request after the first: where its tokens stop matching the
     previous request's (the end of what a cache can reuse), with the text around it."""
+    engine = renderer()
     for agent in agents:
-        tokens, engine = rendered_tokens(agent)
+        tokens = rendered_tokens(engine, load_session(agent))
         print(f"\n{agent}: {len(tokens[0])} tokens in the first request")
         for before, now in zip(tokens, tokens[1:], strict=False):
             common = next((i for i, (a, b) in enumerate(zip(before, now, strict=False))
@@ -342,7 +319,7 @@ def table(results: list[Measured]) -> None:
 def run_agent(agent: str, model: Path, args: argparse.Namespace, data_root: Path,
               sizes: list[int]) -> list[tuple[str, bool, str]]:
     requests = load_session(agent)
-    rendered, _ = rendered_tokens(agent)
+    rendered = rendered_tokens(renderer(), requests)
     turns = sum(1 for r in requests if r["session"] == 0)
     data_dir = data_root / agent
     results: list[Measured] = []

@@ -47,10 +47,10 @@ from tests.support.agent_clients import (  # noqa: E402
     claude_env,
     codex_config,
 )
+from tests.support.agent_sessions import SESSIONS  # noqa: E402
 from tests.support.npm import npm_bin  # noqa: E402
 from tests.support.serve_process import free_port  # noqa: E402
 
-SESSIONS = Path(__file__).parent / "sessions"
 HOME, CWD = "/home/user", "/home/user/project"
 TURN_TIMEOUT = 600
 # Headers that shape what a server does with a request; the rest (keys, connection
