@@ -199,11 +199,11 @@ def test_a_prompt_waits_while_its_prefix_is_read_from_disk_on_another_thread(tmp
     cache = PromptCache(states, RamTier(1 << 20), disk, metrics)
     prompt, ready = [*range(30), -1], threading.Event()
     try:
-        assert cache.fetch(prompt, 30, ready.set)  # the read started: the prompt waits
-        assert cache.fetch(prompt, 30, ready.set)  # (and is not started twice)
+        assert cache.fetch(prompt, 30, 1, ready.set)  # the read started: the prompt waits
+        assert cache.fetch(prompt, 30, 1, ready.set)  # (and is not started twice)
         disk.go.set()
         assert ready.wait(30)
-        assert not cache.fetch(prompt, 30, ready.set)  # read: the prompt goes on
+        assert not cache.fetch(prompt, 30, 1, ready.set)  # read: the prompt goes on
         found = cache.lookup(prompt, 30)
         assert found is not None and found.tier == "disk"
         assert cache.restore(found, 1)
@@ -212,13 +212,13 @@ def test_a_prompt_waits_while_its_prefix_is_read_from_disk_on_another_thread(tmp
         assert (metrics.prompt_cache_disk_hits,
                 metrics.prompt_cache_disk_tokens_restored) == (1, 30)
         # held in RAM now: a later prompt needs no read
-        assert not cache.fetch(prompt, 30, ready.set) and disk.read_on == [
+        assert not cache.fetch(prompt, 30, 1, ready.set) and disk.read_on == [
             "parlance-kv-reader_0"]
     finally:
         cache.close()
 
 
-def test_nothing_is_read_ahead_when_ram_holds_as_much_or_the_prompt_reuses_nothing(tmp_path):
+def test_nothing_is_read_ahead_when_ram_or_a_slot_holds_as_much_or_nothing_is_reused(tmp_path):
     disk = DiskTier(tmp_path, FACTS, 1 << 20)
     disk.write(entry(range(40)), wait=True)
     written(disk)
@@ -227,8 +227,10 @@ def test_nothing_is_read_ahead_when_ram_holds_as_much_or_the_prompt_reuses_nothi
     ram.put(entry(range(40)))
     cache = PromptCache(FakeStates(), ram, disk, EngineMetrics())
     try:
-        assert not cache.fetch([*range(30), -1], 30, lambda: None)
-        assert not cache.fetch([*range(30), -1], 0, lambda: None)  # prompt logprobs
+        assert not cache.fetch([*range(30), -1], 30, 1, lambda: None)
+        assert not cache.fetch([*range(30), -1], 0, 1, lambda: None)  # prompt logprobs
+        cache.ram.clear()
+        assert not cache.fetch([*range(30), -1], 30, 31, lambda: None)  # a slot has it
     finally:
         cache.close()
 

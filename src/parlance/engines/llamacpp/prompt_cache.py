@@ -211,15 +211,19 @@ class PromptCache:
                 return on_disk
         return found
 
-    def fetch(self, prompt: list[int], limit: int, ready: Callable[[], None]) -> bool:
+    def fetch(self, prompt: list[int], limit: int, at_least: int,
+              ready: Callable[[], None]) -> bool:
         """Whether the prompt should wait for its longest prefix to be read from disk: True
         while that read runs on the reader thread (started here; `ready` is called when it
-        ends), False once it is read or when nothing on disk beats the RAM tier."""
+        ends), False once it is read, or when what is on disk is shorter than `at_least`
+        (what is worth restoring over the slots' prefixes) or than the RAM tier's."""
         if self.disk is None or self._reader is None or limit <= 0:
             return False
         on_disk = self.disk.longest(prompt, limit)
+        if on_disk is None or on_disk.length < at_least:
+            return False
         in_ram = self.ram.longest(prompt, limit)
-        if on_disk is None or (in_ram is not None and in_ram.length >= on_disk.length):
+        if in_ram is not None and in_ram.length >= on_disk.length:
             return False
         key = on_disk.entry.tokens
         read = self._reads.get(key)

@@ -74,7 +74,9 @@ class SlotTable:
         thread; `ready` is called when it is read)."""
         if self.cache is None or not reuse:
             return False
-        return self.cache.fetch(prompt, len(prompt) - 1, ready)
+        limit = len(prompt) - 1
+        floor = max(min(common_prefix(s.tokens, prompt), limit) for s in self.slots)
+        return self.cache.fetch(prompt, limit, floor + MIN_STREAM_COPY, ready)
 
     def claim(self, prompt: list[int], n: int, *, reuse: bool) -> Claim:
         """Take `n` free slots for a prompt; the leader starts with the longest cached prefix."""
