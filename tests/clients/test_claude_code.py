@@ -22,7 +22,6 @@ watchdog ends a stream that sends no content for 5 minutes (it ignores `ping`)."
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -30,13 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agent_clients import CLAUDE_CODE_VERSION, TURN_TIMEOUT, claude_env
 from tests.support.npm import npm_bin
 from tests.support.serve_process import ServeProcess, serve
 
 pytestmark = [pytest.mark.clients, pytest.mark.model]
 
-CLAUDE_CODE_VERSION = "2.1.197"
-TURN_TIMEOUT = 1800  # seconds, for a busy machine
 PRESET = """\
 [presets.claude]
 model = "smollm2-135m-instruct"
@@ -58,17 +56,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
                "--ctx-size", "32768", "--parallel", "1",
                "--request-timeout", str(TURN_TIMEOUT)) as running:
         yield running
-
-
-def claude_env(base_url: str, home: Path) -> dict[str, str]:
-    return {**os.environ,
-            "HOME": str(home),  # a fresh ~/.claude: no user settings, no login
-            "ANTHROPIC_BASE_URL": base_url,
-            "ANTHROPIC_API_KEY": "unused",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_STREAM_IDLE_TIMEOUT_MS": str(TURN_TIMEOUT * 1000)}
 
 
 def test_claude_print_completes_a_turn(claude, server, tmp_path):

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agent_clients import CODEX_VERSION, codex_config
 from tests.support.npm import npm_bin
 from tests.support.serve_process import ServeProcess, serve
 
 pytestmark = [pytest.mark.clients, pytest.mark.model]
 
-CODEX_VERSION = "0.169.0"
 # Codex's first prompt is ~8.9k tokens in SmolLM2's template (instructions and tool
 # schemas), beyond the 8192 it was trained for. Evaluating it takes minutes on two
 # busy cores, hence the long request timeout; both transports share one server (and
@@ -41,20 +41,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("codex-work")
-
-
-def codex_config(base_url: str, *, websockets: bool) -> str:
-    return "\n".join([
-        'model = "smollm2-135m-instruct"',
-        'model_provider = "parlance"',
-        "",
-        "[model_providers.parlance]",
-        'name = "Parlance"',
-        f'base_url = "{base_url}/v1"',
-        'wire_api = "responses"',
-        f"supports_websockets = {'true' if websockets else 'false'}",
-        "",
-    ])
 
 
 @pytest.mark.parametrize("transport", ["http", "websocket"])

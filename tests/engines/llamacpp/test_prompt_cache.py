@@ -4,6 +4,7 @@ lookup, the disk tier's file format, keys, bounds and damaged files, and the fla
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -172,6 +173,66 @@ def test_written_entries_are_found_by_another_tier_on_the_same_directory(tmp_pat
         assert other.longest(list(range(30)), limit=29) is None
     finally:
         other.close()
+
+
+class BlockedDisk(DiskTier):
+    """A disk tier whose reads wait for `go` and note the thread they ran on."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.go = threading.Event()
+        self.read_on: list[str] = []
+
+    def load(self, stub: Entry) -> Entry | None:
+        self.read_on.append(threading.current_thread().name)
+        self.go.wait(30)
+        return super().load(stub)
+
+
+def test_a_prompt_waits_while_its_prefix_is_read_from_disk_on_another_thread(tmp_path):
+    saved = entry(range(40))
+    first = DiskTier(tmp_path, FACTS, 1 << 20)
+    first.write(saved, wait=True)
+    written(first)
+    states, metrics = FakeStates(), EngineMetrics()
+    disk = BlockedDisk(tmp_path, FACTS, 1 << 20)
+    cache = PromptCache(states, RamTier(1 << 20), disk, metrics)
+    prompt, ready = [*range(30), -1], threading.Event()
+    try:
+        assert cache.fetch(prompt, 30, 1, ready.set)  # the read started: the prompt waits
+        assert cache.fetch(prompt, 30, 1, ready.set)  # (and is not started twice)
+        disk.go.set()
+        assert ready.wait(30)
+        assert not cache.fetch(prompt, 30, 1, ready.set)  # read: the prompt goes on
+        found = cache.lookup(prompt, 30)
+        assert found is not None and found.tier == "disk"
+        assert cache.restore(found, 1)
+        assert states.seqs[1] == saved.state
+        assert disk.read_on == ["parlance-kv-reader_0"]  # read once, never on this thread
+        assert (metrics.prompt_cache_disk_hits,
+                metrics.prompt_cache_disk_tokens_restored) == (1, 30)
+        # held in RAM now: a later prompt needs no read
+        assert not cache.fetch(prompt, 30, 1, ready.set) and disk.read_on == [
+            "parlance-kv-reader_0"]
+    finally:
+        cache.close()
+
+
+def test_nothing_is_read_ahead_when_ram_or_a_slot_holds_as_much_or_nothing_is_reused(tmp_path):
+    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk.write(entry(range(40)), wait=True)
+    written(disk)
+    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    ram = RamTier(1 << 20)
+    ram.put(entry(range(40)))
+    cache = PromptCache(FakeStates(), ram, disk, EngineMetrics())
+    try:
+        assert not cache.fetch([*range(30), -1], 30, 1, lambda: None)
+        assert not cache.fetch([*range(30), -1], 0, 1, lambda: None)  # prompt logprobs
+        cache.ram.clear()
+        assert not cache.fetch([*range(30), -1], 30, 31, lambda: None)  # a slot has it
+    finally:
+        cache.close()
 
 
 def file_holding(disk: DiskTier, first_token: int) -> Path:

@@ -9,12 +9,16 @@ entry restored into its slot and evaluates only the rest.
 
 Two tiers: `RamTier`, an LRU bounded in bytes, and an optional `DiskTier`
 (`prompt_cache_disk.py`) that outlives the process. Everything here runs on the
-scheduler thread, between steps; the disk tier writes on a thread of its own.
+scheduler thread, between steps; the disk tier writes on a thread of its own, and an
+entry a prompt needs from disk is read on another (`fetch`): reading tens of MB on the
+scheduler thread would pause every running stream meanwhile.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -167,6 +171,10 @@ class PromptCache:
         self.ram = ram
         self.disk = disk
         self._metrics = metrics
+        # disk entries read (or being read) for a waiting prompt, by their tokens
+        self._reads: dict[tuple[int, ...], Future[Entry | None]] = {}
+        self._reader = (ThreadPoolExecutor(1, thread_name_prefix="parlance-kv-reader")
+                        if disk is not None else None)
         self._publish()
 
     def save(self, seq: int, tokens: list[int]) -> None:
@@ -203,12 +211,40 @@ class PromptCache:
                 return on_disk
         return found
 
+    def fetch(self, prompt: list[int], limit: int, at_least: int,
+              ready: Callable[[], None]) -> bool:
+        """Whether the prompt should wait for its longest prefix to be read from disk: True
+        while that read runs on the reader thread (started here; `ready` is called when it
+        ends), False once it is read, or when what is on disk is shorter than `at_least`
+        (what is worth restoring over the slots' prefixes) or than the RAM tier's."""
+        if self.disk is None or self._reader is None or limit <= 0:
+            return False
+        on_disk = self.disk.longest(prompt, limit)
+        if on_disk is None or on_disk.length < at_least:
+            return False
+        in_ram = self.ram.longest(prompt, limit)
+        if in_ram is not None and in_ram.length >= on_disk.length:
+            return False
+        key = on_disk.entry.tokens
+        read = self._reads.get(key)
+        if read is None:
+            read = self._reads[key] = self._reader.submit(self.disk.load, on_disk.entry)
+            read.add_done_callback(lambda _: ready())
+        return not read.done()
+
+    def fetched(self) -> None:
+        """The waiting prompt took its slot: reads nobody restored are let go."""
+        self._reads = {k: r for k, r in self._reads.items() if not r.done()}
+
     def restore(self, found: Found, seq: int) -> bool:
         """Write the entry's state into sequence `seq` (emptied first); False if the entry
-        turned out unusable (a disk file that fails its checksum is removed)."""
+        turned out unusable (a disk file that fails its checksum is removed). A disk entry
+        comes from its `fetch`, else it is read here."""
         entry: Entry | None = found.entry
         if found.tier == "disk" and self.disk is not None:
-            entry = self.disk.load(found.entry)
+            read = self._reads.pop(found.entry.tokens, None)
+            entry = (read.result() if read is not None and read.done()
+                     else self.disk.load(found.entry))
         if entry is None or not self._states.write(seq, entry.state):
             return False
         metrics = self._metrics
@@ -228,6 +264,9 @@ class PromptCache:
         self._publish()
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.shutdown(wait=True, cancel_futures=True)
+        self._reads.clear()
         if self.disk is not None:
             self.disk.close()
         self._publish()

@@ -236,8 +236,10 @@ class Scheduler:
             if (self.model.settings.kv_unified and self._active
                     and self.slots.cells_in_use() + len(spec.tokens) > self.model.n_cells):
                 return  # wait until running sequences leave room in the shared cache
-            self._waiting.popleft()
             prompt_logprobs = spec.job.echo and spec.job.logprobs is not None
+            if self.slots.fetching(spec.tokens, reuse=not prompt_logprobs, ready=self.wake):
+                return  # its prefix is being read from disk; running streams go on
+            self._waiting.popleft()
             claim = self.slots.claim(spec.tokens, spec.n, reuse=not prompt_logprobs)
             if claim.reused:
                 self.metrics.prefix_cache_hits += 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import llama_cpp
@@ -68,6 +69,15 @@ class SlotTable:
         """KV cells running sequences hold (an upper bound: copies share cells)."""
         return sum(len(s.tokens) for s in self.slots if s.busy)
 
+    def fetching(self, prompt: list[int], *, reuse: bool, ready: Callable[[], None]) -> bool:
+        """Whether the prompt waits for its saved prefix to be read from disk (off this
+        thread; `ready` is called when it is read)."""
+        if self.cache is None or not reuse:
+            return False
+        limit = len(prompt) - 1
+        floor = max(min(common_prefix(s.tokens, prompt), limit) for s in self.slots)
+        return self.cache.fetch(prompt, limit, floor + MIN_STREAM_COPY, ready)
+
     def claim(self, prompt: list[int], n: int, *, reuse: bool) -> Claim:
         """Take `n` free slots for a prompt; the leader starts with the longest cached prefix."""
         limit = len(prompt) - 1 if reuse else 0  # always evaluate one token for fresh logits
@@ -98,6 +108,8 @@ class SlotTable:
             self._give_up(follower, 0)
             self._take(follower)
             followers.append(follower)
+        if self.cache is not None:
+            self.cache.fetched()
         return Claim(leader, followers, common)
 
     def fork(self, leader: Slot, followers: list[Slot]) -> None:
