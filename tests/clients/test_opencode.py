@@ -60,7 +60,7 @@ def test_opencode_run_writes_a_file_through_parlance(opencode, tmp_path):
     work.mkdir()
     with agent_server(work, frozenset({"write"})) as (server, model, access):
         (work / "opencode.json").write_text(opencode_config(server.base_url))
-        env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+        env = {"PATH": os.environ["PATH"], "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
                "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache"),
                "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
                "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}
