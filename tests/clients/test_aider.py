@@ -16,12 +16,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.client_runs import SERVE_ARGS, assert_all_succeeded
+from tests.support.client_runs import assert_all_succeeded
 from tests.support.pypi import pypi_venv
 from tests.support.scripted_agent import (
     FILE_NAME,
@@ -29,7 +28,6 @@ from tests.support.scripted_agent import (
     agent_server,
     assert_protocol_held,
 )
-from tests.support.serve_process import ServeProcess, serve
 
 pytestmark = [pytest.mark.clients]
 
@@ -64,34 +62,20 @@ def run_aider(aider: Path, base_url: str, model: str, home: Path, work: Path):
         timeout=RUN_TIMEOUT)
 
 
-@pytest.fixture
-def dirs(tmp_path: Path) -> tuple[Path, Path]:
-    home, work = tmp_path / "home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    return home, work
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    with serve(tmp_path_factory.mktemp("aider-server"), *SERVE_ARGS) as running:
-        yield running
-
-
 @pytest.mark.model
-def test_aider_completes_a_turn_on_smollm2(aider, server, dirs):
-    home, work = dirs
-    run = run_aider(aider, server.base_url, "smollm2-135m-instruct", home, work)
+def test_aider_completes_a_turn_on_smollm2(aider, smollm2_server, agent_dirs):
+    home, work = agent_dirs
+    run = run_aider(aider, smollm2_server.base_url, "smollm2-135m-instruct", home, work)
     assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
     # aider reports each answer it accepted by its size; a protocol error is a
     # `litellm.…Error` line instead
     assert re.search(r"Tokens: \S+ sent, \S+ received", run.stdout), run.stdout[-3000:]
     assert "litellm." not in run.stdout, run.stdout[-3000:]
-    assert_all_succeeded(server.output(), paths={"/v1/chat/completions"})
+    assert_all_succeeded(smollm2_server.output(), paths={"/v1/chat/completions"})
 
 
-def test_aider_applies_a_streamed_whole_file_edit(aider, dirs):
-    home, work = dirs
+def test_aider_applies_a_streamed_whole_file_edit(aider, agent_dirs):
+    home, work = agent_dirs
     edit = f"{FILE_NAME}\n```\n{FILE_TEXT}\n```\n"
     with agent_server(work, frozenset(), reply=edit) as (fake, _, access):
         run = run_aider(aider, fake.base_url, "fake-model", home, work)

@@ -9,13 +9,10 @@ off: every answer must validate the first time, as the grammar promises."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.support.client_runs import SERVE_ARGS, assert_all_succeeded, no_errors, run_script
+from tests.support.client_runs import assert_all_succeeded, no_errors, run_script
 from tests.support.pypi import pypi_venv
-from tests.support.serve_process import ServeProcess, serve
 
 pytestmark = [pytest.mark.clients, pytest.mark.model]
 
@@ -27,14 +24,9 @@ def venv():
     return pypi_venv("instructor", INSTRUCTOR_VERSION, f"instructor=={INSTRUCTOR_VERSION}")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    with serve(tmp_path_factory.mktemp("instructor-server"), *SERVE_ARGS) as running:
-        yield running
 
-
-def test_instructor_modes_and_its_ollama_provider_validate(venv, server):
-    report = run_script(venv, "instructor_calls.py", server.base_url)
+def test_instructor_modes_and_its_ollama_provider_validate(venv, smollm2_server):
+    report = run_script(venv, "instructor_calls.py", smollm2_server.base_url)
     no_errors(report)
     assert set(report) == {"tools", "json_schema", "ollama"}
     for name, part in report.items():
@@ -42,4 +34,4 @@ def test_instructor_modes_and_its_ollama_provider_validate(venv, server):
         assert set(part["whole"]) == {"name", "age", "city"}, (name, part)
         assert part["partials"] >= 1 and set(part["last_partial"]) == {"name", "age", "city"}
         assert all(set(p) == {"name", "age", "city"} for p in part["iterable"]), (name, part)
-    assert_all_succeeded(server.output(), paths={"/v1/chat/completions"})
+    assert_all_succeeded(smollm2_server.output(), paths={"/v1/chat/completions"})

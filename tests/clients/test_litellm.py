@@ -7,13 +7,10 @@ so there a call, if SmolLM2 makes one, must only parse."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.support.client_runs import SERVE_ARGS, assert_all_succeeded, no_errors, run_script
+from tests.support.client_runs import assert_all_succeeded, no_errors, run_script
 from tests.support.pypi import pypi_venv
-from tests.support.serve_process import ServeProcess, serve
 
 pytestmark = [pytest.mark.clients, pytest.mark.model]
 
@@ -26,14 +23,9 @@ def venv():
     return pypi_venv("litellm", LITELLM_VERSION, f"litellm=={LITELLM_VERSION}")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    with serve(tmp_path_factory.mktemp("litellm-server"), *SERVE_ARGS) as running:
-        yield running
 
-
-def test_litellm_providers_speak_to_parlance(venv, server):
-    report = run_script(venv, "litellm_calls.py", server.base_url)
+def test_litellm_providers_speak_to_parlance(venv, smollm2_server):
+    report = run_script(venv, "litellm_calls.py", smollm2_server.base_url)
     no_errors(report)
     assert set(report) == {"openai", "anthropic", "ollama_chat", "lm_studio"}
     for name, part in report.items():
@@ -43,5 +35,5 @@ def test_litellm_providers_speak_to_parlance(venv, server):
             assert call["name"] == "get_weather" and set(call["arguments"]) == {"city"}, part
         if name in FORCED:
             assert len(part["tool_calls"]) == 1 and part["finish_reason"] == "tool_calls", part
-    assert_all_succeeded(server.output(), paths={"/v1/chat/completions", "/v1/messages",
+    assert_all_succeeded(smollm2_server.output(), paths={"/v1/chat/completions", "/v1/messages",
                                                  "/api/chat"})

@@ -59,10 +59,9 @@ def vibe() -> Path:
                      f"mistral-vibe=={MISTRAL_VIBE_VERSION}", min_minor=12) / "vibe"
 
 
-def test_mistral_vibe_writes_a_file_through_parlance(vibe, tmp_path):
-    home, work = tmp_path / "home", tmp_path / "work"
-    (home / ".vibe").mkdir(parents=True)
-    work.mkdir()
+def test_mistral_vibe_writes_a_file_through_parlance(vibe, agent_dirs):
+    home, work = agent_dirs
+    (home / ".vibe").mkdir()
     with agent_server(work, frozenset({"write_file"})) as (server, model, access):
         (home / ".vibe" / "config.toml").write_text(vibe_config(server.base_url))
         env = {**os.environ, "HOME": str(home), "VIBE_HOME": str(home / ".vibe"),

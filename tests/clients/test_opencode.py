@@ -54,13 +54,13 @@ def opencode() -> Path:
     return npm_bin("opencode-ai", OPENCODE_VERSION, "opencode")
 
 
-def test_opencode_run_writes_a_file_through_parlance(opencode, tmp_path):
-    home, work = tmp_path / "home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
+def test_opencode_run_writes_a_file_through_parlance(opencode, agent_dirs):
+    home, work = agent_dirs
     with agent_server(work, frozenset({"write"})) as (server, model, access):
         (work / "opencode.json").write_text(opencode_config(server.base_url))
-        env = {"PATH": os.environ["PATH"], "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+        # a clean environment: with the test runner's, opencode did not find its model
+        env = {"PATH": os.environ["PATH"], "HOME": str(home),
+               "XDG_CONFIG_HOME": str(home / ".config"),
                "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache"),
                "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
                "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}

@@ -8,13 +8,10 @@ outputs are forced by a grammar, so they must validate, nested model (`$defs`) a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.support.client_runs import SERVE_ARGS, assert_all_succeeded, no_errors, run_script
+from tests.support.client_runs import assert_all_succeeded, no_errors, run_script
 from tests.support.pypi import pypi_venv
-from tests.support.serve_process import ServeProcess, serve
 
 pytestmark = [pytest.mark.clients, pytest.mark.model]
 
@@ -27,14 +24,9 @@ def venv():
                      f"pydantic-ai-slim[openai,anthropic]=={PYDANTIC_AI_VERSION}")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    with serve(tmp_path_factory.mktemp("pydantic-ai-server"), *SERVE_ARGS) as running:
-        yield running
 
-
-def test_pydantic_ai_runs_every_model_class_against_parlance(venv, server):
-    report = run_script(venv, "pydantic_ai_calls.py", server.base_url)
+def test_pydantic_ai_runs_every_model_class_against_parlance(venv, smollm2_server):
+    report = run_script(venv, "pydantic_ai_calls.py", smollm2_server.base_url)
     no_errors(report)
     assert set(report) == {"chat", "responses", "anthropic", "ollama"}
     for name, part in report.items():
@@ -45,5 +37,5 @@ def test_pydantic_ai_runs_every_model_class_against_parlance(venv, server):
         assert part["forced_call"] and part["forced_call"][0]["name"] == "get_weather", part
         if name != "anthropic":
             assert set(part["native_output"]) == {"traveller", "destination"}, (name, part)
-    assert_all_succeeded(server.output(), paths={"/v1/chat/completions", "/v1/responses",
+    assert_all_succeeded(smollm2_server.output(), paths={"/v1/chat/completions", "/v1/responses",
                                                  "/v1/messages"})

@@ -38,10 +38,8 @@ def qwen() -> Path:
     return npm_bin("@qwen-code/qwen-code", QWEN_CODE_VERSION, "qwen")
 
 
-def test_qwen_code_writes_a_file_through_parlance(qwen, tmp_path):
-    home, work = tmp_path / "home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
+def test_qwen_code_writes_a_file_through_parlance(qwen, agent_dirs):
+    home, work = agent_dirs
     with agent_server(work, frozenset({"write_file"})) as (server, model, access):
         env = {**os.environ, "HOME": str(home), "OPENAI_BASE_URL": f"{server.base_url}/v1",
                "OPENAI_API_KEY": "unused", "OPENAI_MODEL": "fake-model",

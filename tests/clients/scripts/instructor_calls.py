@@ -3,11 +3,10 @@ from the OpenAI client in TOOLS and JSON_SCHEMA modes (whole, streamed partials,
 iterable, whose schema wraps the model in `$defs`), and through instructor's Ollama
 provider. Prints one JSON object: each call's validated result, or the exception."""
 
-import json
 import os
-import sys
 
 import instructor
+from _report import report
 from openai import OpenAI
 from pydantic import BaseModel, Field
 
@@ -38,21 +37,11 @@ def calls(client, model: str) -> dict:
     return out
 
 
-def main() -> None:
-    report: dict = {}
-    openai = OpenAI(base_url=f"{URL}/v1", api_key="unused", max_retries=0)
-    clients = {
-        "tools": (instructor.from_openai(openai, mode=instructor.Mode.TOOLS), MODEL),
-        "json_schema": (instructor.from_openai(openai, mode=instructor.Mode.JSON_SCHEMA), MODEL),
-        "ollama": (instructor.from_provider("ollama/smollm2:135m", base_url=f"{URL}/v1",
-                                            mode=instructor.Mode.TOOLS), "smollm2:135m"),
-    }
-    for name, (client, model) in clients.items():
-        try:
-            report[name] = calls(client, model)
-        except Exception as error:  # the test shows what failed, with its class
-            report[name] = {"error": f"{type(error).__name__}: {error}"}
-    json.dump(report, sys.stdout)
-
-
-main()
+openai = OpenAI(base_url=f"{URL}/v1", api_key="unused", max_retries=0)
+report({
+    "tools": lambda: calls(instructor.from_openai(openai, mode=instructor.Mode.TOOLS), MODEL),
+    "json_schema": lambda: calls(instructor.from_openai(openai, mode=instructor.Mode.JSON_SCHEMA),
+                                 MODEL),
+    "ollama": lambda: calls(instructor.from_provider("ollama/smollm2:135m", base_url=f"{URL}/v1",
+                                                     mode=instructor.Mode.TOOLS), "smollm2:135m"),
+})

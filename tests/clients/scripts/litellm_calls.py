@@ -4,11 +4,12 @@ each making a text call, a streamed call and a call that offers a function tool 
 `tool_choice` naming it. Prints one JSON object: what each call returned (the tool
 calls' arguments as LiteLLM parsed them), or the exception it raised."""
 
+import functools
 import json
 import os
-import sys
 
 import litellm
+from _report import report
 
 URL = os.environ["PARLANCE_URL"]
 PROVIDERS = {
@@ -44,14 +45,5 @@ def calls(model: str, base: str) -> dict:
     return out
 
 
-def main() -> None:
-    report: dict = {}
-    for name, (model, base) in PROVIDERS.items():
-        try:
-            report[name] = calls(model, base)
-        except Exception as error:  # the test shows what failed, with its class
-            report[name] = {"error": f"{type(error).__name__}: {error}"}
-    json.dump(report, sys.stdout)
-
-
-main()
+report({name: functools.partial(calls, model, base)
+        for name, (model, base) in PROVIDERS.items()})
