@@ -21,7 +21,7 @@ def run_script(venv_bin: Path, script: str, base_url: str) -> dict[str, Any]:
     """Runs `tests/clients/scripts/<script>` with the venv's python; its JSON report."""
     run = subprocess.run([str(venv_bin / "python"), str(SCRIPTS / script)],
                          env={"PATH": f"{venv_bin}:/usr/bin:/bin", "PARLANCE_URL": base_url,
-                              "HOME": str(venv_bin.parent)},
+                              "HOME": str(venv_bin.parent), "PYTHONDONTWRITEBYTECODE": "1"},
                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
                          timeout=RUN_TIMEOUT)
     assert run.returncode == 0, run.stderr[-3000:]
