@@ -35,5 +35,6 @@ def test_litellm_providers_speak_to_parlance(venv, smollm2_server):
             assert call["name"] == "get_weather" and set(call["arguments"]) == {"city"}, part
         if name in FORCED:
             assert len(part["tool_calls"]) == 1 and part["finish_reason"] == "tool_calls", part
+    # `ollama_chat/` asks `/api/show` for the model's facts before its calls
     assert_all_succeeded(smollm2_server.output(), paths={"/v1/chat/completions", "/v1/messages",
-                                                 "/api/chat"})
+                                                         "/api/chat", "/api/show"})
