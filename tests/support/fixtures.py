@@ -1,11 +1,13 @@
 """Fixtures some tests share, loaded as a pytest plugin by tests/conftest.py: stable ids
-for golden transcripts, the loopback MCP test server and an app that may use it, and an
-app whose models load through a scripted loader, and a headless browser."""
+for golden transcripts, the loopback MCP test server and an app that may use it, an
+app whose models load through a scripted loader, a headless browser, and for the
+client matrix a SmolLM2 server and an agent's home and working folders."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,8 +17,10 @@ from parlance.integrations.settings import IntegrationSettings
 from parlance.models.served import ServedModels
 from tests.support import mcp_server
 from tests.support.browser import Browser
+from tests.support.client_runs import SERVE_ARGS
 from tests.support.fake_app import make_app
 from tests.support.scripted_models import ScriptedLoader, make
+from tests.support.serve_process import ServeProcess, serve
 
 
 @pytest.fixture
@@ -82,3 +86,19 @@ def browser() -> Iterator[Browser]:
     page = Browser()
     yield page
     page.close()
+
+
+@pytest.fixture(scope="module")
+def smollm2_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """`parlance serve` with SmolLM2, patient enough for two busy cores; one per module."""
+    with serve(tmp_path_factory.mktemp("client-server"), *SERVE_ARGS) as running:
+        yield running
+
+
+@pytest.fixture
+def agent_dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """An agent's fresh home (no user settings) and its scratch working folder."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    return home, work
