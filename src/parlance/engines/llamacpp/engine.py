@@ -43,6 +43,7 @@ from parlance.engines.llamacpp.prompt_cache import NO_PROMPT_CACHE, CacheSetting
 from parlance.engines.llamacpp.rpc import RpcServers
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scheduler import Scheduler
+from parlance.engines.llamacpp.speculation import DEFAULT_SPECULATION, SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
 
@@ -54,7 +55,8 @@ class LlamaCppEngine:
     def __init__(self, model: LlamaModel, template: ChatTemplate, *,
                  max_waiting: int = DEFAULT_MAX_WAITING,
                  prompt_cache: CacheSettings = NO_PROMPT_CACHE,
-                 strict_max_tokens: bool = False) -> None:
+                 strict_max_tokens: bool = False,
+                 speculative: SpeculativeSettings = DEFAULT_SPECULATION) -> None:
         self.model = model
         self.template = template
         self.context_length = model.n_ctx
@@ -63,7 +65,8 @@ class LlamaCppEngine:
         metrics = EngineMetrics(slots_total=self.slots)
         self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting,
                                    metrics=metrics,
-                                   cache=build_prompt_cache(model, prompt_cache, metrics))
+                                   cache=build_prompt_cache(model, prompt_cache, metrics),
+                                   speculative=speculative)
         self._preparing = InFlight()
         if model.rpc is not None:  # a lost RPC server ends the streams, not the process
             model.rpc.watch(self.scheduler.abandon)
@@ -86,6 +89,7 @@ class LlamaCppEngine:
         rpc: RpcServers | None = None,
         prompt_cache: CacheSettings = NO_PROMPT_CACHE,
         strict_max_tokens: bool = False,
+        speculative: SpeculativeSettings = DEFAULT_SPECULATION,
     ) -> LlamaCppEngine:
         model = LlamaModel(path, settings, on_progress, rpc)
         template = ChatTemplate(
@@ -94,7 +98,7 @@ class LlamaCppEngine:
             eos_token=model.special_text(model.eos),
         )
         return cls(model, template, max_waiting=max_waiting, prompt_cache=prompt_cache,
-                   strict_max_tokens=strict_max_tokens)
+                   strict_max_tokens=strict_max_tokens, speculative=speculative)
 
     async def start(self, request: GenerationRequest) -> LlamaGeneration:
         self._check_logit_bias(request)
@@ -112,7 +116,7 @@ class LlamaCppEngine:
         job.groups = [
             GroupSpec(job, tokens, budget, tuple(range(p * n, (p + 1) * n)),
                       [SamplerChain(self.model.n_vocab, _choice_sampling(sampling, c))
-                       for c in range(n)], plan)
+                       for c in range(n)], plan, speculative=request.speculative)
             for p, (tokens, budget) in enumerate(zip(token_lists, budgets, strict=True))
         ]
         try:

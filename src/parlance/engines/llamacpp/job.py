@@ -35,6 +35,7 @@ class GroupSpec:
     indices: tuple[int, ...]  # the choice index of each sequence
     samplers: list[SamplerChain]
     plan: GuidePlan | None = None  # how the output is parsed and constrained
+    speculative: bool = True  # its choices may draft tokens (when the engine speculates)
 
     @property
     def n(self) -> int:
