@@ -208,7 +208,7 @@ def speculative_settings(config: ServeConfig):
     if mode not in SPECULATIVE_MODES:
         raise ValueError(f"speculative must be one of {', '.join(SPECULATIVE_MODES)}, "
                          f"not {config.speculative!r}")
-    return SpeculativeSettings(mode=mode)  # type: ignore[arg-type]
+    return SpeculativeSettings(mode=mode)
 
 
 def prompt_cache_settings(config: ServeConfig):
