@@ -42,3 +42,19 @@ def frequencies(samples: Sequence[int]) -> dict[int, int]:
     for s in samples:
         out[s] = out.get(s, 0) + 1
     return out
+
+
+def homogeneity(a: Mapping[int, int], b: Mapping[int, int], min_count: int = 10
+                ) -> tuple[float, int]:
+    """Chi-square statistic and degrees of freedom of two equally large samples drawn
+    from the same distribution (a 2×K table: Σ (a−b)² / (a+b)); outcomes seen fewer
+    than `min_count` times in both samples together are pooled into one."""
+    pooled_a: dict[int, int] = {}
+    pooled_b: dict[int, int] = {}
+    for key in set(a) | set(b):
+        target = key if a.get(key, 0) + b.get(key, 0) >= min_count else -1
+        pooled_a[target] = pooled_a.get(target, 0) + a.get(key, 0)
+        pooled_b[target] = pooled_b.get(target, 0) + b.get(key, 0)
+    statistic = sum((pooled_a[k] - pooled_b[k]) ** 2 / (pooled_a[k] + pooled_b[k])
+                    for k in pooled_a if pooled_a[k] + pooled_b[k])
+    return statistic, len(pooled_a) - 1
