@@ -90,8 +90,7 @@ def test_drafts_stay_within_the_step_budget_and_each_sequence_limit():
     metrics = EngineMetrics()
     speculator = Speculator(SpeculativeSettings(step_tokens=8), metrics)
     prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2]
-    a, b, c = speculator.start(prompt, 3)
-    assert a and b and c
+    a, b, c = speculator.start(speculator.index(prompt), 3)
     drafts = speculator.plan([(a, 2, []), (b, 8, []), (c, 8, [])], rows=3)
     assert len(drafts[0]) <= 2
     assert sum(map(len, drafts)) <= 8 - 3
@@ -101,9 +100,9 @@ def test_drafts_stay_within_the_step_budget_and_each_sequence_limit():
     assert (metrics.speculative_tokens_drafted, metrics.speculative_tokens_accepted) == (2, 1)
 
 
-def test_speculation_off_gives_no_drafting_state():
-    speculator = Speculator(SpeculativeSettings(mode="off"), EngineMetrics())
-    assert speculator.start([1, 2, 1], 2) == [None, None]
+def test_speculation_is_on_unless_off():
+    assert Speculator(SpeculativeSettings(), EngineMetrics()).enabled
+    assert not Speculator(SpeculativeSettings(mode="off"), EngineMetrics()).enabled
 
 
 # -- verification ---------------------------------------------------------------------

@@ -27,6 +27,7 @@ from parlance.core.request import (
 from parlance.engines.budget import context_overflow, output_budget
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
+from parlance.engines.llamacpp.drafting import NgramDrafter
 from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.in_flight import InFlight
@@ -107,6 +108,10 @@ class LlamaCppEngine:
         # (Tokenizing reads only the vocabulary, safe beside the decoding thread.)
         token_lists, budgets, prompts, plan = await self._off_loop(self._prepare, request)
         scheduler = self.scheduler
+        speculator = scheduler.speculator
+        drafters: list[NgramDrafter | None] = (
+            await self._off_loop(lambda: [speculator.index(t) for t in token_lists])
+            if request.speculative and speculator.enabled else [None] * len(token_lists))
         job = Job(stop=request.stop, logprobs=request.logprobs, echo=request.echo,
                   outbox=scheduler.outbox, on_cancel=scheduler.wake)
         n = request.n
@@ -116,8 +121,9 @@ class LlamaCppEngine:
         job.groups = [
             GroupSpec(job, tokens, budget, tuple(range(p * n, (p + 1) * n)),
                       [SamplerChain(self.model.n_vocab, _choice_sampling(sampling, c))
-                       for c in range(n)], plan, speculative=request.speculative)
-            for p, (tokens, budget) in enumerate(zip(token_lists, budgets, strict=True))
+                       for c in range(n)], plan, drafter)
+            for p, (tokens, budget, drafter) in enumerate(
+                zip(token_lists, budgets, drafters, strict=True))
         ]
         try:
             scheduler.submit(job)

@@ -99,7 +99,7 @@ class Scheduler:
         self.slots = SlotTable(model.memory, slots, unified=model.settings.kv_unified,
                                cache=cache)
         self.metrics = metrics or EngineMetrics(slots_total=slots)
-        self._speculator = Speculator(speculative, self.metrics)
+        self.speculator = Speculator(speculative, self.metrics)
         self.outbox = Outbox()
         self.max_waiting = max_waiting
         self._batch = Batch(model.settings.n_batch)
@@ -319,7 +319,7 @@ class Scheduler:
         if not drafting:
             return [[] for _ in decoding]
         room = self._batch.room - len(decoding)
-        planned = self._speculator.plan(
+        planned = self.speculator.plan(
             [(s.draft, min(s.draft_limit(), room), s.tokens) for s in drafting],  # type: ignore[misc]
             rows=len(decoding))
         by_seq = {id(s): s.screen_draft(d) for s, d in zip(drafting, planned, strict=True)}
@@ -342,7 +342,7 @@ class Scheduler:
             return
         if accepted < len(draft) or seq.finished:
             llama_cpp.llama_memory_seq_rm(self.model.memory, seq.slot, seq.n_past, -1)
-        self._speculator.record(seq.draft, len(draft), accepted)  # type: ignore[arg-type]
+        self.speculator.record(seq.draft, len(draft), accepted)  # type: ignore[arg-type]
 
     def _sample(self, seq: Sequence, row: int) -> None:
         before, generated = seq.last_token_at, seq.generated
@@ -389,8 +389,8 @@ class Scheduler:
                      guide=spec.plan.for_choice(index) if spec.plan else None)
             for index, slot, sampler in zip(spec.indices, slots, spec.samplers, strict=True)
         ]
-        if spec.speculative:
-            drafts = self._speculator.start(spec.tokens, len(group.sequences))
+        if spec.drafter is not None:
+            drafts = self.speculator.start(spec.drafter, len(group.sequences))
             for seq, draft in zip(group.sequences, drafts, strict=True):
                 seq.draft = draft
         for seq in group.sequences:

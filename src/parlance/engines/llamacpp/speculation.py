@@ -57,12 +57,19 @@ class Speculator:
         self.settings = settings
         self.metrics = metrics
 
-    def start(self, prompt: list[int], choices: int) -> list[SequenceDraft | None]:
-        """Drafting states for the `choices` sequences of one prompt (None: off)."""
-        if not self.settings.enabled:
-            return [None] * choices
-        index = NgramDrafter(prompt)
-        return [SequenceDraft(index if i == 0 else index.copy(), len(prompt))
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    def index(self, prompt: list[int]) -> NgramDrafter:
+        """A prompt's n-gram index: built by the engine off the scheduler thread (a long
+        prompt takes milliseconds every running stream would wait for)."""
+        return NgramDrafter(prompt)
+
+    def start(self, index: NgramDrafter, choices: int) -> list[SequenceDraft]:
+        """Drafting states for the `choices` sequences of one prompt."""
+        prompt_length = len(index.tokens)
+        return [SequenceDraft(index if i == 0 else index.copy(), prompt_length)
                 for i in range(choices)]
 
     def plan(self, candidates: list[tuple[SequenceDraft, int, list[int]]],
