@@ -238,8 +238,12 @@ def main() -> int:
                 for streams in levels:
                     for side in order:
                         time.sleep(SETTLE_SECONDS)
-                        results.setdefault((side, workload, streams), []).append(
-                            measure(bases[side], side, workload, streams, args.tokens))
+                        result = measure(bases[side], side, workload, streams, args.tokens)
+                        results.setdefault((side, workload, streams), []).append(result)
+                        console.print(f"round {round_ + 1} {workload} ×{streams} {side}: "
+                                      f"{result.tokens} tokens, {fmt(result.rate)} tok/s"
+                                      + (f", {result.accepted}/{result.drafted} drafts kept"
+                                         if side == "spec" else ""))
     raw_rate = None if args.no_raw or "prose" not in workloads else raw_prose(model, args)
     report(results, bases, workloads, levels, raw_rate)
     return 0
