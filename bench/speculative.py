@@ -138,6 +138,8 @@ def run_streams(base: str, workload: str, streams: int, max_tokens: int) -> Resu
         parts: list[str] = []
         first = last = 0.0
         for arrived, chunk in events:
+            if "error" in chunk:
+                raise RuntimeError(f"{base} sent an error frame: {chunk['error']}")
             if chunk.get("usage"):
                 tokens += chunk["usage"]["completion_tokens"]
             for choice in chunk.get("choices", []):
@@ -176,7 +178,8 @@ def commands(model: Path) -> dict[str, Callable[[int], list[str]]]:
         return lambda port: [sys.executable, "-m", "parlance", "serve", "--model",
                              DEFAULT_MODEL, "--port", str(port), "--threads", str(THREADS),
                              "--parallel", str(SLOTS), "--ctx-size", str(CTX_PER_SLOT),
-                             "--speculative", mode, "--prompt-cache-disk-mb", "0"]
+                             "--speculative", mode, "--prompt-cache-disk-mb", "0",
+                             "--request-timeout", "3600"]
 
     def llama_server(*extra: str) -> Callable[[int], list[str]]:
         return lambda port: [str(llama_server_binary()), "-m", str(model), "--port",
