@@ -6,8 +6,9 @@ the rest of the batch with prompt chunks of admitted groups (chunked prefill,
 first come first served), decodes once, and samples each sequence with its own
 sampler chain from its own output row. With speculation on, a sequence's token may be
 followed by a draft of its next tokens (speculation.py); the draft's rows are
-sampled in order, the confirmed tokens kept and the rest's cells removed. A prompt evaluated to its end fans out
-to its `n` choices by copying KV cells, not by evaluating it again.
+sampled in order, the confirmed tokens kept and the rest's cells removed. A prompt
+evaluated to its end fans out to its `n` choices by copying KV cells, not by
+evaluating it again.
 
 Admission is FIFO from a wait queue bounded in sequences, not requests (full →
 `Overloaded`, i.e. 429 with Retry-After). A group enters when it has slots for
