@@ -69,3 +69,17 @@ def test_strict_max_tokens_is_a_setting():
     assert ServeConfig().strict_max_tokens is False
     args = _serve_parser().parse_args(["--strict-max-tokens"])
     assert args.strict_max_tokens is True
+
+
+def test_speculative_is_a_setting_checked_wherever_it_comes_from(tmp_path, monkeypatch,
+                                                                 capsys):
+    from parlance.cli import speculative_settings
+
+    assert ServeConfig().speculative == "ngram"
+    assert _serve_parser().parse_args(["--speculative", "off"]).speculative == "off"
+    assert speculative_settings(ServeConfig(speculative="OFF")).enabled is False
+    assert speculative_settings(ServeConfig()).mode == "ngram"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PARLANCE_SPECULATIVE", "eagle")
+    assert main(["serve", "--model", "smollm2"]) == 2  # refused before any load
+    assert "speculative must be one of ngram, off" in capsys.readouterr().err

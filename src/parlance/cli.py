@@ -73,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
                        const=True, help="refuse a request whose prompt plus max_tokens "
                        "exceeds the context, as OpenAI does (otherwise max_tokens is a "
                        "ceiling: the answer ends with 'length' where the context is full)")
+    serve.add_argument("--speculative", choices=("ngram", "off"),
+                       help="speculative decoding: 'ngram' drafts tokens from the prompt and "
+                            "the text so far and verifies them in the same decode step "
+                            "(faster where the answer copies its input; the same output "
+                            "either way); 'off' decodes one token per step")
     serve.add_argument("--max-body-mb", dest="max_body_mb", type=int,
                        help="largest request body accepted, in MiB (larger: 413)")
     serve.add_argument("--api-key", dest="api_key", action="append",
@@ -193,6 +198,7 @@ def _engine_loader(config: ServeConfig):
 
     rpc = _rpc_servers(config)
     prompt_cache = prompt_cache_settings(config)
+    speculative = speculative_settings(config)
 
     def load(spec, plan, on_progress):
         with load_progress.load(spec.id) as shown:
@@ -209,7 +215,8 @@ def _engine_loader(config: ServeConfig):
         return LlamaCppEngine.load(spec.locate(), settings, chat_template=spec.chat_template,
                                    on_progress=on_progress, max_waiting=config.queue_size,
                                    rpc=rpc, prompt_cache=prompt_cache,
-                                   strict_max_tokens=config.strict_max_tokens)
+                                   strict_max_tokens=config.strict_max_tokens,
+                                   speculative=speculative)
 
     return load
 
@@ -219,6 +226,18 @@ def _both(shown, asked):
     if asked is None:
         return shown
     return lambda fraction: (shown(fraction), asked(fraction))
+
+
+def speculative_settings(config: ServeConfig):
+    """--speculative, checked here too: the environment and the config file bypass
+    argparse's choices."""
+    from parlance.engines.llamacpp.speculation import SPECULATIVE_MODES, SpeculativeSettings
+
+    mode = config.speculative.strip().lower()
+    if mode not in SPECULATIVE_MODES:
+        raise ValueError(f"speculative must be one of {', '.join(SPECULATIVE_MODES)}, "
+                         f"not {config.speculative!r}")
+    return SpeculativeSettings(mode=mode)
 
 
 def prompt_cache_settings(config: ServeConfig):

@@ -78,6 +78,8 @@ class ServeConfig:
     queue_size: int = 64  # sequences (prompts × n) that may wait for a slot
     kv_unified: bool = False
     strict_max_tokens: bool = False  # refuse max_tokens beyond the context (OpenAI's rule)
+    # Speculative decoding in the llama.cpp engine: "ngram" (prompt-lookup drafts) or "off"
+    speculative: str = "ngram"
     api_key: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
     request_timeout: float = 120.0

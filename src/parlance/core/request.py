@@ -78,6 +78,10 @@ class GenerationRequest:
     # A last assistant message is the start of the answer, which continues it (Anthropic's
     # prefill; the output does not repeat it) instead of a finished turn.
     continue_final: bool = False
+    # False: the engine decodes this request without speculative drafts even when it
+    # speculates (the output is the same either way; this trades its speed for the
+    # rows drafts would take from other requests' steps)
+    speculative: bool = True
     stop: tuple[str, ...] = ()
     logprobs: int | None = None  # None: off; k >= 0: sampled token plus top-k alternatives
     echo: bool = False

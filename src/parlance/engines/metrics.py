@@ -66,6 +66,10 @@ class EngineMetrics:
     prompt_cache_disk_bytes: int = 0
     prompt_cache_disk_entries: int = 0
     prompt_cache_disk_writes_dropped: int = 0
+    # Speculative decoding: draft tokens put in a decode step to be verified, and those
+    # the target model's own choice kept (each is a token generated without a step)
+    speculative_tokens_drafted: int = 0
+    speculative_tokens_accepted: int = 0
     embedding_requests: int = 0  # embedding requests running or waiting (not slots)
     embedding_inputs: int = 0  # inputs embedded, in all
     time_to_first_token: Histogram = field(default_factory=Histogram)

@@ -62,6 +62,10 @@ class TokenConstraint:
         """Whether the grammar accepts `token` next (cheap: no mask is built)."""
         return self._matcher.validate_tokens([token]) == 1
 
+    def valid_prefix(self, tokens: list[int]) -> int:
+        """How many of `tokens`, in order, the grammar would accept (state unchanged)."""
+        return self._matcher.validate_tokens(tokens)
+
     def accept(self, token: int) -> bool:
         return self._matcher.consume_token(token)
 

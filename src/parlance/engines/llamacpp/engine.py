@@ -27,6 +27,7 @@ from parlance.core.request import (
 from parlance.engines.budget import context_overflow, output_budget
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
+from parlance.engines.llamacpp.drafting import NgramDrafter
 from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.in_flight import InFlight
@@ -43,6 +44,7 @@ from parlance.engines.llamacpp.prompt_cache import NO_PROMPT_CACHE, CacheSetting
 from parlance.engines.llamacpp.rpc import RpcServers
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scheduler import Scheduler
+from parlance.engines.llamacpp.speculation import DEFAULT_SPECULATION, SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
 
@@ -54,7 +56,8 @@ class LlamaCppEngine:
     def __init__(self, model: LlamaModel, template: ChatTemplate, *,
                  max_waiting: int = DEFAULT_MAX_WAITING,
                  prompt_cache: CacheSettings = NO_PROMPT_CACHE,
-                 strict_max_tokens: bool = False) -> None:
+                 strict_max_tokens: bool = False,
+                 speculative: SpeculativeSettings = DEFAULT_SPECULATION) -> None:
         self.model = model
         self.template = template
         self.context_length = model.n_ctx
@@ -63,7 +66,8 @@ class LlamaCppEngine:
         metrics = EngineMetrics(slots_total=self.slots)
         self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting,
                                    metrics=metrics,
-                                   cache=build_prompt_cache(model, prompt_cache, metrics))
+                                   cache=build_prompt_cache(model, prompt_cache, metrics),
+                                   speculative=speculative)
         self._preparing = InFlight()
         if model.rpc is not None:  # a lost RPC server ends the streams, not the process
             model.rpc.watch(self.scheduler.abandon)
@@ -86,6 +90,7 @@ class LlamaCppEngine:
         rpc: RpcServers | None = None,
         prompt_cache: CacheSettings = NO_PROMPT_CACHE,
         strict_max_tokens: bool = False,
+        speculative: SpeculativeSettings = DEFAULT_SPECULATION,
     ) -> LlamaCppEngine:
         model = LlamaModel(path, settings, on_progress, rpc)
         template = ChatTemplate(
@@ -94,7 +99,7 @@ class LlamaCppEngine:
             eos_token=model.special_text(model.eos),
         )
         return cls(model, template, max_waiting=max_waiting, prompt_cache=prompt_cache,
-                   strict_max_tokens=strict_max_tokens)
+                   strict_max_tokens=strict_max_tokens, speculative=speculative)
 
     async def start(self, request: GenerationRequest) -> LlamaGeneration:
         self._check_logit_bias(request)
@@ -103,6 +108,10 @@ class LlamaCppEngine:
         # (Tokenizing reads only the vocabulary, safe beside the decoding thread.)
         token_lists, budgets, prompts, plan = await self._off_loop(self._prepare, request)
         scheduler = self.scheduler
+        speculator = scheduler.speculator
+        drafters: list[NgramDrafter | None] = (
+            await self._off_loop(lambda: [speculator.index(t) for t in token_lists])
+            if request.speculative and speculator.enabled else [None] * len(token_lists))
         job = Job(stop=request.stop, logprobs=request.logprobs, echo=request.echo,
                   outbox=scheduler.outbox, on_cancel=scheduler.wake)
         n = request.n
@@ -112,8 +121,9 @@ class LlamaCppEngine:
         job.groups = [
             GroupSpec(job, tokens, budget, tuple(range(p * n, (p + 1) * n)),
                       [SamplerChain(self.model.n_vocab, _choice_sampling(sampling, c))
-                       for c in range(n)], plan)
-            for p, (tokens, budget) in enumerate(zip(token_lists, budgets, strict=True))
+                       for c in range(n)], plan, drafter)
+            for p, (tokens, budget, drafter) in enumerate(
+                zip(token_lists, budgets, drafters, strict=True))
         ]
         try:
             scheduler.submit(job)

@@ -82,6 +82,11 @@ class ChoiceGuide:
     def allows(self, token: int) -> bool:
         return self._active is None or self._active.allows(token)
 
+    def valid_prefix(self, tokens: list[int]) -> int:
+        """How many of `tokens`, in order, the active grammar accepts from here (all of
+        them when none is active; the grammar's state does not change)."""
+        return len(tokens) if self._active is None else self._active.valid_prefix(tokens)
+
     def over_budget(self, reasoning_tokens: int) -> bool:
         """The choice is still reasoning after its budget of reasoning tokens."""
         budget = self.plan.reasoning_budget

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from parlance.core.events import Event
 from parlance.core.prompts import PromptInfo
+from parlance.engines.llamacpp.drafting import NgramDrafter
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.outbox import Outbox
 from parlance.engines.llamacpp.sampler import SamplerChain
@@ -35,6 +36,7 @@ class GroupSpec:
     indices: tuple[int, ...]  # the choice index of each sequence
     samplers: list[SamplerChain]
     plan: GuidePlan | None = None  # how the output is parsed and constrained
+    drafter: NgramDrafter | None = None  # the prompt's n-gram index when its choices draft
 
     @property
     def n(self) -> int:

@@ -4,8 +4,11 @@ running sequence together, one `llama_decode` per step.
 Each step puts in one token for every sequence that is generating, then fills
 the rest of the batch with prompt chunks of admitted groups (chunked prefill,
 first come first served), decodes once, and samples each sequence with its own
-sampler chain from its own output row. A prompt evaluated to its end fans out
-to its `n` choices by copying KV cells, not by evaluating it again.
+sampler chain from its own output row. With speculation on, a sequence's token may be
+followed by a draft of its next tokens (speculation.py); the draft's rows are
+sampled in order, the confirmed tokens kept and the rest's cells removed. A prompt
+evaluated to its end fans out to its `n` choices by copying KV cells, not by
+evaluating it again.
 
 Admission is FIFO from a wait queue bounded in sequences, not requests (full →
 `Overloaded`, i.e. 429 with Retry-After). A group enters when it has slots for
@@ -23,6 +26,8 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+
+import llama_cpp
 
 from parlance.core.errors import (
     ContextOverflow,
@@ -45,6 +50,8 @@ from parlance.engines.llamacpp.sequence import (
     logprob_record,
 )
 from parlance.engines.llamacpp.slots import Claim, SlotTable
+from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings, Speculator
+from parlance.engines.llamacpp.verification import verify
 from parlance.engines.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
@@ -89,11 +96,13 @@ class _Chunk:
 
 class Scheduler:
     def __init__(self, model: LlamaModel, *, slots: int, max_waiting: int,
-                 metrics: EngineMetrics | None = None, cache: PromptCache | None = None) -> None:
+                 metrics: EngineMetrics | None = None, cache: PromptCache | None = None,
+                 speculative: SpeculativeSettings = NO_SPECULATION) -> None:
         self.model = model
         self.slots = SlotTable(model.memory, slots, unified=model.settings.kv_unified,
                                cache=cache)
         self.metrics = metrics or EngineMetrics(slots_total=slots)
+        self.speculator = Speculator(speculative, self.metrics)
         self.outbox = Outbox()
         self.max_waiting = max_waiting
         self._batch = Batch(model.settings.n_batch)
@@ -252,11 +261,13 @@ class Scheduler:
     def _step(self) -> None:
         batch = self._batch
         batch.clear()
+        decoding = [s for g in self._active for s in g.sequences if s.pending is not None]
         rows = []
-        for group in self._active:
-            for seq in group.sequences:
-                if seq.pending is not None:
-                    rows.append((seq, batch.add(seq.pending, seq.n_past, seq.slot, output=True)))
+        for seq, draft in zip(decoding, self._drafts(decoding), strict=True):
+            row = batch.add(seq.pending, seq.n_past, seq.slot, output=True)  # type: ignore[arg-type]
+            for i, token in enumerate(draft, start=1):
+                batch.add(token, seq.n_past + i, seq.slot, output=True)
+            rows.append((seq, row, draft))
         chunks = []
         budget = min(batch.room, PREFILL_WHILE_DECODING) if rows else batch.room
         for group in self._active:
@@ -272,8 +283,8 @@ class Scheduler:
                           output=group.prompt_logprobs or pos == last)
         if not self._decode():
             return
-        for seq, row in rows:
-            self._advance(seq, row)
+        for seq, row, draft in rows:
+            self._advance(seq, row, draft)
         for chunk in chunks:
             self._prefilled(chunk)
         for group in [g for g in self._active if not g.prefilling and not g.live()]:
@@ -307,11 +318,36 @@ class Scheduler:
             seq.finish(FinishReason.LENGTH)
         self._retire(group, keep_cache=False)
 
-    def _advance(self, seq: Sequence, row: int) -> None:
+    def _drafts(self, decoding: list[Sequence]) -> list[list[int]]:
+        """Each decoding sequence's draft for this step ([] for most)."""
+        drafting = [s for s in decoding if s.draft is not None]
+        if not drafting:
+            return [[] for _ in decoding]
+        room = self._batch.room - len(decoding)
+        planned = self.speculator.plan(
+            [(s.draft, min(s.draft_limit(), room), s.tokens) for s in drafting],  # type: ignore[misc]
+            rows=len(decoding))
+        by_seq = {id(s): s.screen_draft(d) for s, d in zip(drafting, planned, strict=True)}
+        return [by_seq.get(id(s), []) for s in decoding]
+
+    def _advance(self, seq: Sequence, row: int, draft: list[int]) -> None:
+        """The pending token was decoded at `row`, followed by `draft`: keep the draft's
+        tokens the sequence's own sampling confirms, one row each, and remove the
+        cells of the rest."""
         slot = self.slots.slots[seq.slot]
-        slot.tokens.append(seq.pending)  # type: ignore[arg-type]
-        seq.n_past += 1
-        self._sample(seq, row)
+
+        def sample(position: int) -> int | None:
+            slot.tokens.append(seq.pending)  # type: ignore[arg-type]
+            seq.n_past += 1
+            self._sample(seq, row + position)
+            return seq.pending
+
+        accepted = verify(draft, sample)
+        if not draft:
+            return
+        if accepted < len(draft) or seq.finished:
+            llama_cpp.llama_memory_seq_rm(self.model.memory, seq.slot, seq.n_past, -1)
+        self.speculator.record(seq.draft, len(draft), accepted)  # type: ignore[arg-type]
 
     def _sample(self, seq: Sequence, row: int) -> None:
         before, generated = seq.last_token_at, seq.generated
@@ -358,6 +394,10 @@ class Scheduler:
                      guide=spec.plan.for_choice(index) if spec.plan else None)
             for index, slot, sampler in zip(spec.indices, slots, spec.samplers, strict=True)
         ]
+        if spec.drafter is not None:
+            drafts = self.speculator.start(spec.drafter, len(group.sequences))
+            for seq, draft in zip(group.sequences, drafts, strict=True):
+                seq.draft = draft
         for seq in group.sequences:
             if spec.job.echo:
                 emit_echo(self.model, spec.job, seq.index, spec.tokens, group.records)

@@ -19,6 +19,7 @@ from parlance.engines.llamacpp.job import Job
 from parlance.engines.llamacpp.logprobs import log_softmax_row, top_alternatives
 from parlance.engines.llamacpp.model import LlamaModel
 from parlance.engines.llamacpp.sampler import SamplerChain
+from parlance.engines.llamacpp.speculation import SequenceDraft
 from parlance.engines.parsing.output import Mode, OutputParser
 from parlance.engines.text import Piece, StopMatcher, Utf8Stream
 
@@ -105,7 +106,7 @@ class Sequence:
     __slots__ = ("job", "index", "slot", "sampler", "max_tokens", "n_past", "pending",
                  "generated", "reasoning_tokens", "first_token_at", "last_token_at",
                  "finished", "tokens", "_model", "_utf8", "_stops", "_emitter", "_guide",
-                 "_forced")
+                 "_forced", "draft")
 
     def __init__(self, model: LlamaModel, job: Job, index: int, slot: int,
                  sampler: SamplerChain, max_tokens: int, n_past: int,
@@ -128,6 +129,21 @@ class Sequence:
         # Tokens to write instead of sampling: the end of reasoning once its budget is
         # spent (None until then; it is spent once).
         self._forced: list[int] | None = None
+        self.draft: SequenceDraft | None = None  # its speculative drafting, when on
+
+    def draft_limit(self) -> int:
+        """The most draft tokens it may verify in one step: never past its token budget
+        or its context, and none while the engine writes tokens itself."""
+        if self._forced:
+            return 0
+        return min(self.max_tokens - self.generated - 1, self._model.n_ctx - self.n_past - 2)
+
+    def screen_draft(self, draft: list[int]) -> list[int]:
+        """The draft cut before the first token its active grammar refuses: verification
+        could never accept that token nor anything after it."""
+        if self._guide is None or not draft:
+            return draft
+        return draft[:self._guide.valid_prefix(draft)]
 
     def sample(self, output: int) -> bool:
         """Sample from batch output row `output`; True while the sequence goes on."""

@@ -36,6 +36,10 @@ FAMILIES: tuple[tuple[str, MetricKind, str, str], ...] = (
      "prompt_tokens_cached"),
     ("prefix_cache_hits_total", "counter", "Prompts that reused a cached prefix.",
      "prefix_cache_hits"),
+    ("speculative_tokens_drafted_total", "counter", "Draft tokens verified by "
+     "speculative decoding.", "speculative_tokens_drafted"),
+    ("speculative_tokens_accepted_total", "counter", "Draft tokens speculative decoding "
+     "accepted.", "speculative_tokens_accepted"),
     ("prompt_cache_ram_hits_total", "counter", "Prompts restored from the RAM prompt cache.",
      "prompt_cache_ram_hits"),
     ("prompt_cache_ram_tokens_restored_total", "counter", "Prompt tokens restored from the "

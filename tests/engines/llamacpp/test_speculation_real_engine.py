@@ -1,0 +1,165 @@
+"""Speculative decoding on the real engine: it changes how many steps a sequence
+takes, never what it says. Greedy text and tokens, logprobs, stop strings and
+budgets are the same with drafts on and off (the per-request opt-out turns them
+off), sampled outputs follow the same distribution, and a grammar still holds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+
+import pytest
+
+from parlance.core.request import GenerationRequest, SamplingParams
+from parlance.core.tools import ResponseFormat
+from tests.support.real_engine import PATIENCE, chat_request, text_request
+from tests.support.real_engine import run as run_for
+from tests.support.statistics import critical_value, frequencies, homogeneity
+
+pytestmark = pytest.mark.model
+
+CODE = """def total_price(items, tax_rate):
+    subtotal = 0
+    for item in items:
+        subtotal += item.price * item.quantity
+    tax = subtotal * tax_rate
+    return subtotal + tax
+"""
+# A prompt whose answer copies its input (what prompt lookup drafts well), one of free
+# prose, and one the model continues by repeating itself.
+COPY_PROMPT = (f"Here is a Python function:\n\n{CODE}\nThe same function with `subtotal` "
+               f"renamed to `base`:\n\n")
+PROSE_PROMPT = "Write a short story about a lighthouse keeper."
+LIST_PROMPT = "Monday, Tuesday, Wednesday, Monday, Tuesday, Wednesday, Monday,"
+
+
+# Each test runs its requests twice (with drafts and without), one after the other, on a
+# machine that may be busy: a run may take several times the usual patience.
+SLOW_PATIENCE = 4 * PATIENCE
+
+
+async def run(engine, request: GenerationRequest):
+    return await run_for(engine, request, timeout=SLOW_PATIENCE)
+
+
+def on_and_off(request: GenerationRequest) -> tuple[GenerationRequest, GenerationRequest]:
+    return replace(request, speculative=True), replace(request, speculative=False)
+
+
+async def fresh(engine, request: GenerationRequest):
+    await engine.clear_cache()
+    return await run(engine, request)
+
+
+def counters(engine) -> tuple[int, int]:
+    m = engine.metrics
+    return m.speculative_tokens_drafted, m.speculative_tokens_accepted
+
+
+@pytest.mark.parametrize("request_", [
+    text_request(COPY_PROMPT, max_tokens=64),
+    chat_request(f"Rename `subtotal` to `base` and show the whole function:\n\n{CODE}",
+                 max_tokens=64),
+    chat_request(PROSE_PROMPT, max_tokens=32),
+    text_request(LIST_PROMPT, max_tokens=32),
+], ids=["copy", "chat-edit", "prose", "list"])
+async def test_greedy_output_is_the_same_with_speculation_on_and_off(engine, request_):
+    on, off = on_and_off(request_)
+    without = await fresh(engine, off)
+    with_ = await fresh(engine, on)
+    assert with_.result.choice(0).token_ids == without.result.choice(0).token_ids
+    assert with_.text == without.text
+    assert with_.finish == without.finish
+    assert with_.usage.completion_tokens == without.usage.completion_tokens
+
+
+async def test_drafts_are_made_and_accepted_on_text_that_repeats_itself(engine):
+    drafted, accepted = counters(engine)
+    await fresh(engine, text_request(LIST_PROMPT, max_tokens=32))
+    now_drafted, now_accepted = counters(engine)
+    assert now_drafted > drafted
+    assert now_accepted > accepted
+    before = counters(engine)
+    await fresh(engine, replace(text_request(LIST_PROMPT, max_tokens=32), speculative=False))
+    assert counters(engine) == before  # the opt-out drafts nothing
+
+
+async def test_a_batch_where_only_some_sequences_draft_says_what_each_says_alone(engine):
+    requests = [replace(text_request(LIST_PROMPT, max_tokens=24), speculative=True),
+                replace(chat_request(PROSE_PROMPT, max_tokens=24), speculative=False),
+                replace(text_request(COPY_PROMPT, max_tokens=24), speculative=True),
+                replace(chat_request("Name three primary colours.", max_tokens=24),
+                        speculative=False)]
+    alone = [await fresh(engine, replace(r, speculative=False)) for r in requests]
+    await engine.clear_cache()
+    drafted = counters(engine)[0]
+    together = await asyncio.gather(*(run(engine, r) for r in requests))
+    assert counters(engine)[0] > drafted
+    for solo, batched in zip(alone, together, strict=True):
+        assert batched.result.choice(0).token_ids == solo.result.choice(0).token_ids
+        assert batched.finish == solo.finish
+
+
+async def test_logprobs_stop_strings_and_budgets_are_those_without_speculation(engine):
+    request = text_request(LIST_PROMPT, max_tokens=24, logprobs=2, stop=("Saturday, Sat",))
+    on, off = on_and_off(request)
+    without = await fresh(engine, off)
+    with_ = await fresh(engine, on)
+    assert with_.text == without.text
+    assert with_.finish == without.finish
+    assert with_.result.choice(0).stop_sequence == without.result.choice(0).stop_sequence
+    assert [(lp.token, lp.logprob, [t.token for t in lp.top]) for lp in with_.logprobs] == \
+        [(lp.token, lp.logprob, [t.token for t in lp.top]) for lp in without.logprobs]
+    short = await fresh(engine, text_request(LIST_PROMPT, max_tokens=5))
+    assert short.usage.completion_tokens == 5  # a draft never runs past max_tokens
+    assert short.finish == "length"
+
+
+async def test_a_grammar_constrained_request_with_speculation_stays_valid(engine):
+    schema = {"type": "object", "properties": {"days": {"type": "array", "items": {
+        "type": "string", "enum": ["Monday", "Tuesday", "Wednesday"]}, "maxItems": 6}},
+        "required": ["days"], "additionalProperties": False}
+    request = chat_request(f"List the days in this text as JSON: {LIST_PROMPT} Tuesday",
+                           max_tokens=80,
+                           response_format=ResponseFormat("json_schema", schema=schema))
+    on, off = on_and_off(request)
+    without = await fresh(engine, off)
+    with_ = await fresh(engine, on)
+    value = json.loads(with_.text)
+    assert set(value) == {"days"}
+    assert set(value["days"]) <= {"Monday", "Tuesday", "Wednesday"}
+    assert with_.text == without.text
+
+
+SAMPLED = SamplingParams(temperature=1.0, top_k=20)
+
+
+async def sampled_outputs(engine, *, speculative: bool, requests: int) -> list[tuple[int, ...]]:
+    outputs = []
+    for seed in range(requests):
+        # Three tokens: the second is the first a draft can cover (a draft never runs
+        # past max_tokens, and the first token comes from the prompt's own step).
+        request = text_request(LIST_PROMPT, max_tokens=3, n=8,
+                               sampling=replace(SAMPLED, seed=1000 + 8 * seed),
+                               speculative=speculative)
+        result = (await run(engine, request)).result
+        outputs += [c.token_ids or () for c in result.ordered_choices()]
+    return outputs
+
+
+async def test_sampled_outputs_follow_the_same_distribution_with_and_without_drafts(engine):
+    """Three-token continuations of a repetitive prompt (where drafts are made and
+    verified), 240 samples each way: the same seeds draw the same tokens, and each
+    position's token frequencies pass a chi-square test of homogeneity."""
+    await engine.clear_cache()
+    drafted = counters(engine)[0]
+    on = await sampled_outputs(engine, speculative=True, requests=30)
+    assert counters(engine)[0] > drafted
+    off = await sampled_outputs(engine, speculative=False, requests=30)
+    assert on == off  # seeded sampling draws one random number per emitted token either way
+    for position in range(3):
+        statistic, degrees = homogeneity(
+            frequencies([o[position] for o in on if len(o) > position]),
+            frequencies([o[position] for o in off if len(o) > position]))
+        assert statistic < critical_value(degrees)
