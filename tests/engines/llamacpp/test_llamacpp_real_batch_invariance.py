@@ -44,6 +44,9 @@ SMALL_CHUNKS = ContextSettings(n_ctx=1024, n_threads=2, parallel=4, n_batch=64)
 LARGE_CHUNKS = replace(SMALL_CHUNKS, n_batch=512)
 MB = 1 << 20
 NEW_TOKENS = 24
+# Each wait is for an event; this bound only ends a broken test. A busy machine (load
+# 15 on 2 cores) takes minutes for one of these prompts beside three others.
+PATIENCE = 1800.0
 SENTENCES = (
     "The harbour was quiet before dawn, and the fishing boats rocked against the pier.",
     "A compiler turns source text into tokens, then into a tree, then into code.",
@@ -94,7 +97,7 @@ def sampling(engine: LlamaCppEngine, *, seed: int | None = None) -> SamplingPara
 async def answer(engine: LlamaCppEngine, prompt: list[int], *, n: int = 1,
                  seed: int | None = None) -> Run:
     return await run(engine, text_request(token_ids=prompt, max_tokens=NEW_TOKENS, n=n,
-                                          sampling=sampling(engine, seed=seed)))
+                                          sampling=sampling(engine, seed=seed)), PATIENCE)
 
 
 def ids(result: Run, index: int = 0) -> tuple[int, ...]:
@@ -119,17 +122,17 @@ async def beside(engine: LlamaCppEngine, count: int) -> AsyncIterator[None]:
         for k in range(count)]
     try:
         for other in others:
-            await first_deltas(other, 1)
+            await asyncio.wait_for(first_deltas(other, 1), PATIENCE)
         yield
         assert engine.metrics.slots_in_use == count  # they were still running
     finally:
         for other in others:
             other.cancel()
         for other in others:
-            await rest(other)
+            await rest(other, PATIENCE)
 
 
-PROMPTS = (1, 2, 3)
+PROMPTS = (1, 2)
 
 
 async def test_a_cached_prefix_whole_or_partial_gives_the_cold_answer():
