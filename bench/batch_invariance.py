@@ -96,7 +96,8 @@ def request(text: str, max_tokens: int) -> GenerationRequest:
 
 async def engine_answer(engine: LlamaCppEngine, text: str) -> tuple[int, ...] | None:
     generation = await engine.start(request(text, NEW_TOKENS))
-    return next((e.token_ids async for e in generation if isinstance(e, Finish)), None)
+    finishes = [e.token_ids async for e in generation if isinstance(e, Finish)]
+    return finishes[0] if finishes else None
 
 
 async def engine_counts(invariant: bool, prompts: int) -> Counts:
@@ -189,8 +190,9 @@ def prefill_rate(m: LlamaModel, batch: Batch, tokens: list[int]) -> float:
 def decode_rate(m: LlamaModel, batch: Batch, streams: int, tokens: list[int],
                 steps: int) -> float:
     llama_cpp.llama_memory_clear(m.memory, True)
-    for seq in range(streams):
-        evaluate(m, batch, seq, tokens[seq:seq + 600])
+    evaluate(m, batch, 0, tokens[:600])
+    for seq in range(1, streams):  # the same context in every stream, copied
+        llama_cpp.llama_memory_seq_cp(m.memory, 0, seq, -1, -1)
     started = time.perf_counter()
     for step in range(steps):
         batch.clear()
