@@ -1,7 +1,7 @@
 """How much memory llama.cpp will allocate for a model, from its GGUF header alone.
 
 A load's memory is decided by its options: the KV cache holds, for every cell, one key
-and one value row per layer (f16, llama.cpp's default cache type), and there are
+and one value row per layer (f16 keys, bf16 values: 2 bytes an element), and there are
 `pad(context, 256)` cells per slot (one set in all with a unified cache); the compute
 buffer holds one eval batch of logits. llama.cpp allocates and clears all of it when the
 context is made, so an absurd `context_length` is an OOM kill, not a slow start. These
@@ -22,7 +22,7 @@ __all__ = ["MemoryEstimate", "ModelShape", "available_memory", "estimate", "kv_c
            "model_shape", "shape_from_header"]
 
 KV_CELL_PAD = 256  # llama.cpp rounds each sequence's context up to this many cells
-KV_ELEMENT_BYTES = 2  # f16
+KV_ELEMENT_BYTES = 2  # f16 and bf16 alike
 F32_BYTES = 4
 
 

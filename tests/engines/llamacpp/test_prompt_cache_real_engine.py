@@ -82,11 +82,8 @@ async def test_a_next_turn_after_more_conversations_than_slots_comes_from_ram():
 
 
 async def kept_in_its_slot(engine: LlamaCppEngine) -> str:
-    """The next turn's greedy text when the first turn's prefix stayed in its slot.
-
-    A restored prefix continues exactly as a kept one. (Evaluating the whole prompt
-    in one batch instead may differ: SmolLM2-135M's greedy choice here is a near tie
-    that the batch's float summation order decides.)"""
+    """The next turn's greedy text when the first turn's prefix stayed in its slot:
+    a restored prefix continues exactly as a kept one."""
     await engine.clear_cache()
     await turn(engine, AGENT)
     restores = restored(engine)

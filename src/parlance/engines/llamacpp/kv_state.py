@@ -61,7 +61,8 @@ def cache_facts(model: LlamaModel) -> dict[str, object]:
     return {
         "model": str(model.path.resolve()), "size": stat.st_size, "mtime": stat.st_mtime_ns,
         "n_ctx_seq": model.n_ctx, "kv_unified": model.settings.kv_unified,
-        "type_k": params.type_k, "type_v": params.type_v, "flash_attn": True,
+        "type_k": model.settings.kv_types.k, "type_v": model.settings.kv_types.v,
+        "flash_attn": True,
         "rope_type": llama_cpp.llama_model_rope_type(model.model),
         "rope_freq_scale_train": llama_cpp.llama_model_rope_freq_scale_train(model.model),
         "rope_scaling_type": params.rope_scaling_type,

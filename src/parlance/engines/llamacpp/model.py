@@ -30,6 +30,28 @@ T = TypeVar("T")
 TOKEN_SLICE = 1 << 16  # tokens converted to a Python list per step
 MIN_LONGEST_PIECE = 4  # bytes: an unknown character (one UTF-8 character at most)
 SPELLING_VOCABS = (llama_cpp.LLAMA_VOCAB_TYPE_SPM, llama_cpp.LLAMA_VOCAB_TYPE_BPE)
+GGML_TYPE_BF16 = 30  # ggml.h's enum value (the binding names no constant for it)
+
+
+@dataclass(frozen=True, slots=True)
+class KvTypes:
+    """The ggml types of the KV cache's keys and values."""
+
+    k: int
+    v: int
+
+
+# ggml's CPU flash attention takes one of three kernels by the shape of a batch when
+# keys and values are both f16 (or f32): a tiled kernel for 64+ query tokens of one
+# sequence, a split over the cells for one token alone in a batch with 512+ cells, and
+# the plain kernel otherwise, each summing in its own order (and the plain kernel adds
+# up values in f16). The same token then got other logits in a prompt chunk than
+# decoded, alone than batched (bench/batch_invariance.py). With keys and values of
+# different types only the plain kernel runs: each query row walks its own sequence's
+# cells in order, summing in f32, whatever else the batch holds. bf16 values keep the
+# cache's size; llama.cpp casts f32 ones back to f16 before attention.
+INVARIANT_KV = KvTypes(llama_cpp.GGML_TYPE_F16, GGML_TYPE_BF16)
+DEFAULT_KV = KvTypes(llama_cpp.GGML_TYPE_F16, llama_cpp.GGML_TYPE_F16)  # llama.cpp's own
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +64,14 @@ class ContextSettings:
     # cache of n_ctx cells shared by all slots; a sequence's logits then depend on
     # what it is batched with (see _new_context), so greedy runs are not reproducible.
     kv_unified: bool = False
+    # True: a sequence's logits do not depend on the batch, its chunking or where its
+    # prefix came from (see INVARIANT_KV). False: llama.cpp's default cache types and
+    # its shape-dependent kernels (for measuring what invariance costs).
+    batch_invariant: bool = True
+
+    @property
+    def kv_types(self) -> KvTypes:
+        return INVARIANT_KV if self.batch_invariant else DEFAULT_KV
 
 
 class LlamaModel:
@@ -96,12 +126,14 @@ class LlamaModel:
         params.n_ubatch = settings.n_batch
         params.n_seq_max = settings.parallel
         params.kv_unified = settings.kv_unified
-        # With one KV stream per sequence and flash attention, each sequence attends
-        # over its own cells with the same kernel whether it is decoded alone or in
-        # a batch: bit-identical logits. A unified cache picks ggml kernels by the
-        # batch's total size and interleaves other sequences' cells
-        # (bench/engine_choices.py: a logit moved by 0.86 beside another prompt).
+        # One KV stream per sequence, flash attention, and INVARIANT_KV's types: a
+        # token's logits are bit-identical alone or batched, in a prompt chunk of any
+        # size or decoded, over a prefix evaluated cold, kept, copied or restored.
+        # A unified cache interleaves other sequences' cells (bench/engine_choices.py:
+        # a logit moved by 0.86 beside another prompt).
         params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        params.type_k = settings.kv_types.k
+        params.type_v = settings.kv_types.v
         params.n_threads = settings.n_threads
         params.n_threads_batch = settings.n_threads
         params.no_perf = True

@@ -138,9 +138,8 @@ class Scheduler:
 
     def clear_cache(self) -> threading.Event:
         """Ask for every cached prefix to be dropped once no request is running; the
-        event is set when done. Where cached cells lie can change ggml's attention
-        kernel and its order of float sums, so a greedy run repeats bit for bit only
-        from the same cache state (tests start from an empty one)."""
+        event is set when done (tests that need a prompt evaluated cold start here).
+        The prompt cache's disk tier keeps its files."""
         done = threading.Event()
         with self._wake:
             self._clear_requests.append(done)
