@@ -71,14 +71,19 @@ def test_strict_max_tokens_is_a_setting():
     assert args.strict_max_tokens is True
 
 
+def test_batch_invariance_is_an_opt_in_setting():
+    assert ServeConfig().batch_invariant is False
+    assert _serve_parser().parse_args(["--batch-invariant"]).batch_invariant is True
+
+
 def test_speculative_is_a_setting_checked_wherever_it_comes_from(tmp_path, monkeypatch,
                                                                  capsys):
     from parlance.cli import speculative_settings
 
-    assert ServeConfig().speculative == "ngram"
-    assert _serve_parser().parse_args(["--speculative", "off"]).speculative == "off"
-    assert speculative_settings(ServeConfig(speculative="OFF")).enabled is False
-    assert speculative_settings(ServeConfig()).mode == "ngram"
+    assert ServeConfig().speculative == "off"
+    assert _serve_parser().parse_args(["--speculative", "ngram"]).speculative == "ngram"
+    assert speculative_settings(ServeConfig(speculative="NGRAM")).enabled is True
+    assert speculative_settings(ServeConfig()).enabled is False
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PARLANCE_SPECULATIVE", "eagle")
     assert main(["serve", "--model", "smollm2"]) == 2  # refused before any load

@@ -73,11 +73,16 @@ def _parser() -> argparse.ArgumentParser:
                        const=True, help="refuse a request whose prompt plus max_tokens "
                        "exceeds the context, as OpenAI does (otherwise max_tokens is a "
                        "ceiling: the answer ends with 'length' where the context is full)")
+    serve.add_argument("--batch-invariant", dest="batch_invariant", action="store_const",
+                       const=True, help="keep the KV cache in the layout whose greedy "
+                       "answers are bit-identical whether a request runs alone or batched, "
+                       "cold or over a cached prefix (default: off; it costs prompt and "
+                       "decode speed, see README)")
     serve.add_argument("--speculative", choices=("ngram", "off"),
                        help="speculative decoding: 'ngram' drafts tokens from the prompt and "
                             "the text so far and verifies them in the same decode step "
-                            "(faster where the answer copies its input; the same output "
-                            "either way); 'off' decodes one token per step")
+                            "(the same output either way: it implies --batch-invariant); "
+                            "'off' (the default) decodes one token per step")
     serve.add_argument("--max-body-mb", dest="max_body_mb", type=int,
                        help="largest request body accepted, in MiB (larger: 413)")
     serve.add_argument("--api-key", dest="api_key", action="append",
@@ -211,6 +216,7 @@ def _engine_loader(config: ServeConfig):
             n_batch=plan.eval_batch_size,
             parallel=plan.parallel,
             kv_unified=plan.kv_unified,
+            batch_invariant=config.batch_invariant,
         )
         return LlamaCppEngine.load(spec.locate(), settings, chat_template=spec.chat_template,
                                    on_progress=on_progress, max_waiting=config.queue_size,

@@ -78,8 +78,13 @@ class ServeConfig:
     queue_size: int = 64  # sequences (prompts × n) that may wait for a slot
     kv_unified: bool = False
     strict_max_tokens: bool = False  # refuse max_tokens beyond the context (OpenAI's rule)
-    # Speculative decoding in the llama.cpp engine: "ngram" (prompt-lookup drafts) or "off"
-    speculative: str = "ngram"
+    # Speculative decoding in the llama.cpp engine: "ngram" (prompt-lookup drafts) or
+    # "off". Off by default: bench/speculative.py measured it slower on prose and barely
+    # faster on code edits here (see README).
+    speculative: str = "off"
+    # The batch-invariant KV layout (greedy answers repeat whatever the batch or cache),
+    # off by default for its cost; speculation turns it on.
+    batch_invariant: bool = False
     api_key: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
     request_timeout: float = 120.0

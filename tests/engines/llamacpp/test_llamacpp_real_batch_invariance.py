@@ -40,7 +40,8 @@ from tests.support.real_engine import (
 
 pytestmark = pytest.mark.model
 
-SMALL_CHUNKS = ContextSettings(n_ctx=1024, n_threads=2, parallel=4, n_batch=64)
+SMALL_CHUNKS = ContextSettings(n_ctx=1024, n_threads=2, parallel=4, n_batch=64,
+                               batch_invariant=True)
 LARGE_CHUNKS = replace(SMALL_CHUNKS, n_batch=512)
 MB = 1 << 20
 NEW_TOKENS = 24

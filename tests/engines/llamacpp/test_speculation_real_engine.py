@@ -57,6 +57,13 @@ def counters(engine) -> tuple[int, int]:
     return m.speculative_tokens_drafted, m.speculative_tokens_accepted
 
 
+def test_an_engine_that_drafts_keeps_the_batch_invariant_layout(engine):
+    """Verifying drafts batches a sequence's tokens; only this layout keeps their logits
+    those of one-token steps (see INVARIANT_KV)."""
+    assert engine.scheduler.speculator.enabled
+    assert engine.model.settings.batch_invariant
+
+
 @pytest.mark.parametrize("request_", [
     text_request(COPY_PROMPT, max_tokens=64),
     chat_request(f"Rename `subtotal` to `base` and show the whole function:\n\n{CODE}",

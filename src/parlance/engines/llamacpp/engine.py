@@ -92,6 +92,8 @@ class LlamaCppEngine:
         strict_max_tokens: bool = False,
         speculative: SpeculativeSettings = DEFAULT_SPECULATION,
     ) -> LlamaCppEngine:
+        if speculative.enabled:  # drafts verified in a batch must not change the answer
+            settings = replace(settings, batch_invariant=True)
         model = LlamaModel(path, settings, on_progress, rpc)
         template = ChatTemplate(
             chat_template or model.chat_template,

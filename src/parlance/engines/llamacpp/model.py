@@ -65,9 +65,10 @@ class ContextSettings:
     # what it is batched with (see _new_context), so greedy runs are not reproducible.
     kv_unified: bool = False
     # True: a sequence's logits do not depend on the batch, its chunking or where its
-    # prefix came from (see INVARIANT_KV). False: llama.cpp's default cache types and
-    # its shape-dependent kernels (for measuring what invariance costs).
-    batch_invariant: bool = True
+    # prefix came from (see INVARIANT_KV), at a price (bench/batch_invariance.py: prompt
+    # processing about 0.72x, decoding about 0.89x on two cores). False: llama.cpp's
+    # default cache types and its faster, shape-dependent kernels.
+    batch_invariant: bool = False
 
     @property
     def kv_types(self) -> KvTypes:
