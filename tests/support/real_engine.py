@@ -31,6 +31,7 @@ from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams, TextInput
 from parlance.engines.llamacpp import LlamaCppEngine
 from parlance.engines.llamacpp.model import ContextSettings
+from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings
 from parlance.models.registry import DEFAULT_MODEL, builtin_registry
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
@@ -62,14 +63,21 @@ TRANSLATE_PROMPT = "Translate to Japanese: I love cats 🐱"
 # -- the engine ---------------------------------------------------------------------
 
 
-@functools.cache
-def shared_engine() -> LlamaCppEngine:
+def load_engine(speculative: SpeculativeSettings = NO_SPECULATION) -> LlamaCppEngine:
+    """SmolLM2 as the tests use it; by default as `parlance serve` runs it (no drafts,
+    llama.cpp's KV layout)."""
     try:
         path = builtin_registry()[MODEL_ID].locate()
     except FileNotFoundError as exc:  # pragma: no cover - depends on the machine
         pytest.skip(f"real-engine tests need the default model: {exc}")
     return LlamaCppEngine.load(path, ContextSettings(n_ctx=N_CTX, n_threads=2,
-                                                     parallel=SLOTS))
+                                                     parallel=SLOTS),
+                               speculative=speculative)
+
+
+@functools.cache
+def shared_engine() -> LlamaCppEngine:
+    return load_engine()
 
 
 _closed = False

@@ -13,7 +13,8 @@ import pytest
 
 from parlance.core.request import GenerationRequest, SamplingParams
 from parlance.core.tools import ResponseFormat
-from tests.support.real_engine import PATIENCE, chat_request, text_request
+from parlance.engines.llamacpp.speculation import DEFAULT_SPECULATION
+from tests.support.real_engine import PATIENCE, chat_request, load_engine, text_request
 from tests.support.real_engine import run as run_for
 from tests.support.statistics import critical_value, frequencies, homogeneity
 
@@ -50,6 +51,14 @@ def on_and_off(request: GenerationRequest) -> tuple[GenerationRequest, Generatio
 async def fresh(engine, request: GenerationRequest):
     await engine.clear_cache()
     return await run(engine, request)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """An engine of its own that drafts (the shared one runs as `parlance serve` does)."""
+    drafting = load_engine(DEFAULT_SPECULATION)
+    yield drafting
+    asyncio.run(drafting.aclose())
 
 
 def counters(engine) -> tuple[int, int]:
