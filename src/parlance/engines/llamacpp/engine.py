@@ -44,7 +44,7 @@ from parlance.engines.llamacpp.prompt_cache import NO_PROMPT_CACHE, CacheSetting
 from parlance.engines.llamacpp.rpc import RpcServers
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scheduler import Scheduler
-from parlance.engines.llamacpp.speculation import DEFAULT_SPECULATION, SpeculativeSettings
+from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
 
@@ -57,7 +57,7 @@ class LlamaCppEngine:
                  max_waiting: int = DEFAULT_MAX_WAITING,
                  prompt_cache: CacheSettings = NO_PROMPT_CACHE,
                  strict_max_tokens: bool = False,
-                 speculative: SpeculativeSettings = DEFAULT_SPECULATION) -> None:
+                 speculative: SpeculativeSettings = NO_SPECULATION) -> None:
         self.model = model
         self.template = template
         self.context_length = model.n_ctx
@@ -90,7 +90,7 @@ class LlamaCppEngine:
         rpc: RpcServers | None = None,
         prompt_cache: CacheSettings = NO_PROMPT_CACHE,
         strict_max_tokens: bool = False,
-        speculative: SpeculativeSettings = DEFAULT_SPECULATION,
+        speculative: SpeculativeSettings = NO_SPECULATION,
     ) -> LlamaCppEngine:
         if speculative.enabled:  # drafts verified in a batch must not change the answer
             settings = replace(settings, batch_invariant=True)
