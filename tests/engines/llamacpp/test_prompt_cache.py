@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from parlance.config import ServeConfig
+from parlance.engines.llamacpp import prompt_cache_disk
 from parlance.engines.llamacpp.prompt_cache import (
     DEFAULT_RAM_CAP,
     MIN_SAVED_TOKENS,
@@ -173,6 +174,27 @@ def test_written_entries_are_found_by_another_tier_on_the_same_directory(tmp_pat
         assert other.longest(list(range(30)), limit=29) is None
     finally:
         other.close()
+
+
+def test_the_writer_waits_while_the_engine_runs_and_writes_once_it_is_idle(tmp_path):
+    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk.engine_busy(True)
+    disk.write(entry(range(40)))
+    assert disk.waiting_for_idle.wait(30)  # it holds the entry, and has written nothing
+    assert not list(tmp_path.rglob(f"*{SUFFIX}")) and not list(tmp_path.rglob(".tmp-*"))
+    disk.engine_busy(False)
+    assert len(written(disk)) == 1
+
+
+def test_a_state_larger_than_a_write_piece_reads_back_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(prompt_cache_disk, "WRITE_PIECE", 64)
+    big = Entry(tuple(range(40)), bytes(range(256)) * 3 + b"tail")
+    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk.write(big, wait=True)
+    (path,) = written(disk)
+    assert path.read_bytes() == encode(big, KEY)
+    back = decode(path.read_bytes(), KEY)
+    assert (back.tokens, back.state) == (big.tokens, big.state)
 
 
 class BlockedDisk(DiskTier):

@@ -259,6 +259,12 @@ class PromptCache:
         self._publish()
         return True
 
+    def engine_busy(self, busy: bool) -> None:
+        """The engine started or stopped running requests: the disk tier writes only
+        while it runs nothing."""
+        if self.disk is not None:
+            self.disk.engine_busy(busy)
+
     def clear(self) -> None:
         self.ram.clear()
         self._publish()

@@ -14,9 +14,12 @@ checksum fails is removed, never used. Files are written to a temporary name and
 renamed into place (a reader sees a whole file or none), and the directory's
 bound is enforced under an `fcntl` lock, so two servers may share a data dir.
 Writing runs on a thread of its own behind a bounded queue: a write that finds
-the queue full is dropped, a stream never waits for the disk. The index (each
-file's tokens) is read on the first lookup, and again when another process
-changed the directory.
+the queue full is dropped, a stream never waits for the disk. The writer works only
+while the engine is idle (`engine_busy`), a piece at a time: checksumming and copying
+a 20k-token prefix (hundreds of MB) beside a prefill would take CPU from ggml's
+threads, whose spinning barriers make any such contention cost several times its own
+time on a small machine. The index (each file's tokens) is read on the first lookup,
+and again when another process changed the directory.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ QUEUE_ENTRIES = 4  # writes waiting for the writer; more are dropped
 # Seconds a write waits for room in the queue at shutdown (the scheduler's close waits
 # 30 s for its thread, which writes the slots' prefixes before the model is freed)
 SHUTDOWN_WAIT = 5.0
+WRITE_PIECE = 8 << 20  # bytes written (and checksummed) between looks at the engine
 STALE_TEMP_SECONDS = 3600.0  # a temporary file this old was left by a crashed writer
 DEFAULT_DISK_CAP = 4 << 30  # bytes: the default is the least of this and
 DISK_SHARE = 10  # 1/10 of the free space where the data dir lives
@@ -62,10 +66,26 @@ def key_digest(facts: Mapping[str, object]) -> bytes:
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).digest()
 
 
-def encode(entry: Entry, key: bytes) -> bytes:
+def encoded(entry: Entry, key: bytes) -> Iterator[bytes | memoryview]:
+    """An entry's file, in pieces of at most `WRITE_PIECE` bytes of state."""
     tokens = struct.pack(f"<{len(entry.tokens)}i", *entry.tokens)
-    body = HEADER.pack(MAGIC, key, len(entry.tokens), len(entry.state)) + tokens + entry.state
-    return body + hashlib.sha256(body).digest()
+    digest = hashlib.sha256()
+    state = memoryview(entry.state)
+    pieces: list[bytes | memoryview] = [
+        HEADER.pack(MAGIC, key, len(entry.tokens), len(entry.state)) + tokens]
+    pieces += (state[i:i + WRITE_PIECE] for i in range(0, len(state), WRITE_PIECE))
+    for piece in pieces:
+        digest.update(piece)
+        yield piece
+    yield digest.digest()
+
+
+def encode(entry: Entry, key: bytes) -> bytes:
+    return b"".join(encoded(entry, key))
+
+
+def file_size(entry: Entry) -> int:
+    return HEADER.size + 4 * len(entry.tokens) + len(entry.state) + DIGEST
 
 
 class Unusable(ValueError):
@@ -111,6 +131,9 @@ class DiskTier:
         self._seen_mtime = 0
         self._index_lock = threading.Lock()  # the writer adds what it wrote
         self._queue: queue.Queue[Entry | None] = queue.Queue(QUEUE_ENTRIES)
+        self._idle = threading.Event()  # the engine runs nothing: the writer may work
+        self._idle.set()
+        self.waiting_for_idle = threading.Event()  # the writer holds an entry, waiting
         self._writer = threading.Thread(target=self._write_loop, name="parlance-kv-writer",
                                          daemon=True)
         self._writer.start()
@@ -168,8 +191,16 @@ class DiskTier:
         except queue.Full:
             self.dropped += 1
 
+    def engine_busy(self, busy: bool) -> None:
+        """The engine started (True) or stopped (False) running requests."""
+        if busy:
+            self._idle.clear()
+        else:
+            self._idle.set()
+
     def close(self, timeout: float = 4 * SHUTDOWN_WAIT) -> None:
         """Finish the queued writes (within `timeout`), then stop the writer."""
+        self._idle.set()  # nothing runs any more
         with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=timeout)
         self._writer.join(timeout)
@@ -240,20 +271,29 @@ class DiskTier:
             except OSError as exc:  # a full or read-only disk: the cache is an optimization
                 log.warning("prompt cache: could not write an entry: %s", exc)
 
+    def _when_idle(self) -> None:
+        if not self._idle.is_set():
+            self.waiting_for_idle.set()
+            self._idle.wait()
+            self.waiting_for_idle.clear()
+
     def _store(self, entry: Entry) -> None:
+        size = file_size(entry)
+        if size > self.capacity:
+            return
+        self._when_idle()
         if self.covers(entry.tokens):
             return
-        data = encode(entry, self.key)
-        if len(data) > self.capacity:
-            return
         self.directory.mkdir(parents=True, exist_ok=True)
-        name = hashlib.sha256(data[HEADER.size:HEADER.size + 4 * len(entry.tokens)])
+        name = hashlib.sha256(struct.pack(f"<{len(entry.tokens)}i", *entry.tokens))
         path = self.directory / f"{name.hexdigest()[:32]}{SUFFIX}"
         temp = self.directory / f".tmp-{uuid.uuid4().hex}"
         with self._locked():
             try:
                 with temp.open("wb") as fh:
-                    fh.write(data)
+                    for piece in encoded(entry, self.key):
+                        self._when_idle()
+                        fh.write(piece)
                 os.replace(temp, path)
             finally:
                 _unlink(temp)
@@ -265,7 +305,7 @@ class DiskTier:
             self._evict(keep=path)
         with self._index_lock:
             if self._index is not None:
-                self._index[path] = _Indexed(path, entry.tokens, len(data))
+                self._index[path] = _Indexed(path, entry.tokens, size)
                 self._seen_mtime = self.directory.stat().st_mtime_ns
 
     def _evict(self, keep: Path) -> None:

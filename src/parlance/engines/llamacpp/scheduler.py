@@ -113,6 +113,7 @@ class Scheduler:
         self._lost: ParlanceError | None = None  # see abandon()
         self._clear_requests: list[threading.Event] = []
         self._service_seconds = 1.0  # moving average of a group's time in the engine
+        self._busy = False  # requests running, as the prompt cache's writer last heard
         self._thread = threading.Thread(target=self._run, name="parlance-scheduler", daemon=True)
         self._thread.start()
 
@@ -215,10 +216,16 @@ class Scheduler:
                     self._clear_requests.clear()
                 self._admit()
                 self._publish()
+                self._tell_cache(busy=bool(self._active))
                 if self._active:
                     return True  # the step flushes the outbox just before it decodes
                 self.outbox.flush()
                 self._wake.wait()
+
+    def _tell_cache(self, *, busy: bool) -> None:
+        if busy != self._busy and self.slots.cache is not None:
+            self.slots.cache.engine_busy(busy)
+        self._busy = busy
 
     def _drop_cancelled(self) -> None:
         """A cancelled job's slots are freed; what it evaluated stays cached (the slots'
