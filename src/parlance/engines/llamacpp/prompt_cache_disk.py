@@ -288,25 +288,29 @@ class DiskTier:
         name = hashlib.sha256(struct.pack(f"<{len(entry.tokens)}i", *entry.tokens))
         path = self.directory / f"{name.hexdigest()[:32]}{SUFFIX}"
         temp = self.directory / f".tmp-{uuid.uuid4().hex}"
-        with self._locked():
-            try:
-                with temp.open("wb") as fh:
-                    for piece in encoded(entry, self.key):
-                        self._when_idle()
-                        fh.write(piece)
+        try:
+            with temp.open("wb") as fh:  # a name of its own: no lock needed yet
+                for piece in encoded(entry, self.key):
+                    self._when_idle()
+                    fh.write(piece)
+            with self._locked():
                 os.replace(temp, path)
-            finally:
-                _unlink(temp)
-            entries = self._entries()
-            for old in entries:  # a shorter entry this one extends serves nothing more
-                if old.path != path and common_prefix(old.tokens, entry.tokens) == len(
-                        old.tokens):
-                    self._discard(old.path)
-            self._evict(keep=path)
+                self._settle(path, entry)
+        finally:
+            _unlink(temp)
         with self._index_lock:
             if self._index is not None:
                 self._index[path] = _Indexed(path, entry.tokens, size)
                 self._seen_mtime = self.directory.stat().st_mtime_ns
+
+    def _settle(self, path: Path, entry: Entry) -> None:
+        """After `path` was written (under the lock): what it makes redundant goes, then
+        the least recently used files until the directory fits its bound."""
+        for old in self._entries():  # a shorter entry this one extends serves nothing more
+            if old.path != path and common_prefix(old.tokens, entry.tokens) == len(
+                    old.tokens):
+                self._discard(old.path)
+        self._evict(keep=path)
 
     def _evict(self, keep: Path) -> None:
         """The least recently used files go until the directory fits its bound."""
