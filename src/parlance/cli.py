@@ -13,11 +13,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 from rich.console import Console
 from rich.table import Table
 
 from parlance.config import (
+    CHOICES,
     SERVE_DEFAULTS,
     ServeConfig,
     default_data_dir,
@@ -78,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
                        "answers are bit-identical whether a request runs alone or batched, "
                        "cold or over a cached prefix (default: off; it costs prompt and "
                        "decode speed, see README)")
-    serve.add_argument("--speculative", choices=("ngram", "off"),
+    serve.add_argument("--speculative", choices=CHOICES["speculative"],
                        help="speculative decoding: 'ngram' drafts tokens from the prompt and "
                             "the text so far and verifies them in the same decode step "
                             "(the same output either way: it implies --batch-invariant); "
@@ -235,15 +237,10 @@ def _both(shown, asked):
 
 
 def speculative_settings(config: ServeConfig):
-    """--speculative, checked here too: the environment and the config file bypass
-    argparse's choices."""
-    from parlance.engines.llamacpp.speculation import SPECULATIVE_MODES, SpeculativeSettings
+    """--speculative (checked by `config.resolve_config`, wherever it came from)."""
+    from parlance.engines.llamacpp.speculation import SpeculativeMode, SpeculativeSettings
 
-    mode = config.speculative.strip().lower()
-    if mode not in SPECULATIVE_MODES:
-        raise ValueError(f"speculative must be one of {', '.join(SPECULATIVE_MODES)}, "
-                         f"not {config.speculative!r}")
-    return SpeculativeSettings(mode=mode)
+    return SpeculativeSettings(mode=cast(SpeculativeMode, config.speculative))
 
 
 def prompt_cache_settings(config: ServeConfig):
