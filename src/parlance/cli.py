@@ -161,9 +161,9 @@ def _parser() -> argparse.ArgumentParser:
                        type=float, help="seconds between health checks (and model "
                        "discovery) of the upstream servers")
     serve.add_argument("--upstream-max-event-mb", dest="upstream_max_event_mb", type=int,
-                       help="largest event of an upstream stream, in MiB; a server that "
-                            "sends a larger one has that stream ended with an error "
-                            "")
+                       help="largest event of an upstream stream (and largest "
+                            "embeddings answer), in MiB; a server that sends a larger one "
+                            "has that stream or answer ended with an error")
     serve.add_argument("--rpc", action="append", metavar="HOST:PORT",
                        help="a llama.cpp rpc-server to hold the models' layers (repeatable: "
                             "they are split by the servers' free memory; to use this machine "
