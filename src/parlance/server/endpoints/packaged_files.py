@@ -3,7 +3,7 @@ served read-only by the endpoints that show them.
 
 Only files found by walking the package folder at start-up can be answered, each under
 its path there: a request's name is looked up, never joined to a path, so no name
-(`..`, an encoded slash, a link) reaches another file. A name that is not one of them
+(`..`, an encoded slash, an absolute path) reaches another file. A name that is not one of them
 is an unknown URL (404 in the path's own envelope, by the app's handler). Each answer
 carries its media type (by suffix), the caller's Content-Security-Policy and caching,
 and `nosniff`, so a browser never runs a file as something else."""
