@@ -82,7 +82,7 @@ def test_speculative_is_a_setting_checked_wherever_it_comes_from(tmp_path, monke
 
     assert ServeConfig().speculative == "off"
     assert _serve_parser().parse_args(["--speculative", "ngram"]).speculative == "ngram"
-    assert speculative_settings(ServeConfig(speculative="NGRAM")).enabled is True
+    assert speculative_settings(ServeConfig(speculative="ngram")).enabled is True
     assert speculative_settings(ServeConfig()).enabled is False
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PARLANCE_SPECULATIVE", "eagle")

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from parlance.config import ServeConfig, resolve_config
+from parlance.config import CHOICES, ServeConfig, resolve_config
 from parlance.core.errors import InvalidRequest
 from parlance.engines.fake import FakeEngine
 from parlance.models.registry import DEFAULT_MODEL, builtin_registry, resolve_spec
@@ -151,3 +151,31 @@ def test_mcp_settings_from_flags_env_and_mcp_json(tmp_path):
     config, _ = resolve_config({"mcp_config": str(tmp_path / "bad.json")}, {}, None)
     with pytest.raises(ValueError, match="needs a"):
         integration_settings(config)
+
+
+def test_the_speculative_mode_is_checked_wherever_it_comes_from(tmp_path):
+    """argparse's choices see only the flag: the environment and the file are checked
+    here, each refusal naming where the value came from."""
+    from parlance.engines.llamacpp.speculation import SPECULATIVE_MODES
+
+    assert CHOICES["speculative"] == SPECULATIVE_MODES  # the engine's own list
+    config = tmp_path / "parlance.toml"
+    config.write_text('[serve]\nspeculative = "eagle"\n')
+    with pytest.raises(ValueError, match=r"\[serve\] in .*parlance.toml: speculative must be "
+                                         r"one of ngram, off, not 'eagle'"):
+        resolve_config({}, {}, config)
+    with pytest.raises(ValueError, match="PARLANCE_SPECULATIVE: speculative must be one of"):
+        resolve_config({}, {"PARLANCE_SPECULATIVE": "draft"}, config)
+    resolved, _ = resolve_config({}, {"PARLANCE_SPECULATIVE": " NGRAM "}, config)
+    assert resolved.speculative == "ngram"
+    resolved, _ = resolve_config({"speculative": "off"}, {}, config)  # the flag wins
+    assert resolved.speculative == "off"
+
+
+def test_a_value_of_the_wrong_type_is_refused_naming_its_source(tmp_path):
+    config = tmp_path / "parlance.toml"
+    config.write_text('[serve]\nparallel = "many"\n')
+    with pytest.raises(ValueError, match=r"\[serve\] in .*: parallel must be int, not 'many'"):
+        resolve_config({}, {}, config)
+    with pytest.raises(ValueError, match="PARLANCE_PORT: port must be int, not 'http'"):
+        resolve_config({}, {"PARLANCE_PORT": "http"}, None)

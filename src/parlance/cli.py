@@ -13,11 +13,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 from rich.console import Console
 from rich.table import Table
 
 from parlance.config import (
+    CHOICES,
     SERVE_DEFAULTS,
     ServeConfig,
     default_data_dir,
@@ -78,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
                        "answers are bit-identical whether a request runs alone or batched, "
                        "cold or over a cached prefix (default: off; it costs prompt and "
                        "decode speed, see README)")
-    serve.add_argument("--speculative", choices=("ngram", "off"),
+    serve.add_argument("--speculative", choices=CHOICES["speculative"],
                        help="speculative decoding: 'ngram' drafts tokens from the prompt and "
                             "the text so far and verifies them in the same decode step "
                             "(the same output either way: it implies --batch-invariant); "
@@ -159,9 +161,9 @@ def _parser() -> argparse.ArgumentParser:
                        type=float, help="seconds between health checks (and model "
                        "discovery) of the upstream servers")
     serve.add_argument("--upstream-max-event-mb", dest="upstream_max_event_mb", type=int,
-                       help="largest event of an upstream stream, in MiB; a server that "
-                            "sends a larger one has that stream ended with an error "
-                            "")
+                       help="largest event of an upstream stream (and largest "
+                            "embeddings answer), in MiB; a server that sends a larger one "
+                            "has that stream or answer ended with an error")
     serve.add_argument("--rpc", action="append", metavar="HOST:PORT",
                        help="a llama.cpp rpc-server to hold the models' layers (repeatable: "
                             "they are split by the servers' free memory; to use this machine "
@@ -235,15 +237,10 @@ def _both(shown, asked):
 
 
 def speculative_settings(config: ServeConfig):
-    """--speculative, checked here too: the environment and the config file bypass
-    argparse's choices."""
-    from parlance.engines.llamacpp.speculation import SPECULATIVE_MODES, SpeculativeSettings
+    """--speculative (checked by `config.resolve_config`, wherever it came from)."""
+    from parlance.engines.llamacpp.speculation import SpeculativeMode, SpeculativeSettings
 
-    mode = config.speculative.strip().lower()
-    if mode not in SPECULATIVE_MODES:
-        raise ValueError(f"speculative must be one of {', '.join(SPECULATIVE_MODES)}, "
-                         f"not {config.speculative!r}")
-    return SpeculativeSettings(mode=mode)
+    return SpeculativeSettings(mode=cast(SpeculativeMode, config.speculative))
 
 
 def prompt_cache_settings(config: ServeConfig):

@@ -126,6 +126,11 @@ class ServeConfig:
 
 # Each setting's built-in default (what `parlance serve --help` shows).
 SERVE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ServeConfig)}
+# Settings with a closed set of values, checked here whichever source gave them
+# (argparse's `choices` cover only the flags). `speculative` is the llama.cpp engine's
+# `SPECULATIVE_MODES` (not imported: that would load llama.cpp for every command).
+CHOICES: dict[str, tuple[str, ...]] = {"speculative": ("ngram", "off")}
+_TYPES = {f.name: str(f.type) for f in fields(ServeConfig)}  # ("int | None", …)
 
 
 def env_name(field: str) -> str:
@@ -133,35 +138,53 @@ def env_name(field: str) -> str:
 
 
 def _coerce(field: str, raw: Any) -> Any:
-    kind = {f.name: f.type for f in fields(ServeConfig)}[field]
-    if "tuple" in str(kind):  # repeatable flags; comma-separated in env and file
+    kind = _TYPES[field]
+    if "tuple" in kind:  # repeatable flags; comma-separated in env and file
         items = raw.split(",") if isinstance(raw, str) else list(raw)
         return tuple(k.strip() for k in items if k.strip())
-    if "bool" in str(kind):
+    if "bool" in kind:
         if isinstance(raw, bool):
             return raw
         return str(raw).strip().lower() in ("1", "true", "yes", "on")
-    if "int" in str(kind):
+    if "int" in kind:
         return int(raw)
-    if "float" in str(kind):
+    if "float" in kind:
         return float(raw)
     return str(raw)
 
 
-def read_config_file(path: Path | None) -> tuple[dict[str, Any], Path]:
+def _setting(field: str, raw: Any, source: str) -> Any:
+    """`raw` as the setting's type (and one of its `CHOICES`); a value that is neither
+    is refused naming where it came from."""
+    try:
+        value = _coerce(field, raw)
+    except (ValueError, TypeError):
+        raise ValueError(f"{source}: {field} must be {_TYPES[field]}, not {raw!r}") from None
+    choices = CHOICES.get(field)
+    if choices is not None:
+        value = value.strip().lower()
+        if value not in choices:
+            raise ValueError(f"{source}: {field} must be one of {', '.join(choices)}, "
+                             f"not {raw!r}")
+    return value
+
+
+def read_config_file(path: Path | None) -> tuple[dict[str, Any], Path | None]:
+    """The file's document and the file read (None: no file)."""
     if path is None:
         default = Path(DEFAULT_CONFIG_FILE)
         if not default.is_file():
-            return {}, Path.cwd()
+            return {}, None
         path = default
     with path.open("rb") as fh:
-        return tomllib.load(fh), path.parent
+        return tomllib.load(fh), path
 
 
 def resolve_config(
     flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None
 ) -> tuple[ServeConfig, dict[str, ModelSpec]]:
-    document, base_dir = read_config_file(config_path)
+    document, read = read_config_file(config_path)
+    base_dir = read.parent if read is not None else Path.cwd()
     registry = builtin_registry()
     for name, table in document.get("presets", {}).items():
         registry = with_preset(registry, name, table, base_dir)
@@ -169,11 +192,11 @@ def resolve_config(
     file_defaults = document.get("serve", {})
     for field in (f.name for f in fields(ServeConfig)):
         if flags.get(field) not in (None, (), []):
-            values[field] = _coerce(field, flags[field])
+            values[field] = _setting(field, flags[field], "--" + field.replace("_", "-"))
         elif env.get(env_name(field)):
-            values[field] = _coerce(field, env[env_name(field)])
+            values[field] = _setting(field, env[env_name(field)], env_name(field))
         elif field in file_defaults:
-            values[field] = _coerce(field, file_defaults[field])
+            values[field] = _setting(field, file_defaults[field], f"[serve] in {read}")
     values["upstreams"] = upstream_entries(document.get("upstreams", []))
     if "local_model" not in values:
         values["local_model"] = "model" in values or not (values.get("upstream")

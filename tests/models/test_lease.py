@@ -5,18 +5,24 @@ generation that runs does."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import httpx
 import pytest
 
 from parlance.core.errors import InvalidRequest, ModelNotFound
+from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import FakeEngine
 from parlance.models.lease import ModelLease
 from parlance.models.served import LoadOptions, ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
+from tests.support.asgi_exchange import Exchange, exchange
 from tests.support.fake_app import FAKE_SPEC
-from tests.support.scripted_models import COLD, ScriptedLoader
+from tests.support.scripted_models import COLD, ScriptedLoader, unloaded
 
 HELLO = [{"role": "user", "content": "Hello there, model!"}]
+PATIENCE = 60.0  # a generous bound for every wait; nothing is timed against it
 
 
 class RecordingModels(ServedModels):
@@ -31,9 +37,9 @@ class RecordingModels(ServedModels):
         self.kept.append((model.spec.id, seconds))
         super().keep(model, seconds)
 
-    def release(self, requested: str) -> None:
-        self.released.append(requested)
-        super().release(requested)
+    def release(self, model: ServedModel) -> None:
+        self.released.append(model.spec.id)
+        super().release(model)
 
 
 def served(engine: FakeEngine | None = None, **kwargs) -> RecordingModels:
@@ -46,10 +52,10 @@ async def test_a_lease_keeps_the_calls_keep_alive_and_releases_once():
     async with ModelLease(models, "fake-alias", keep_alive=30.0) as lease:
         assert lease.model.spec.id == "fake-model" and lease.name == "fake-alias"
         assert lease.model.keep_alive == 30.0 and lease.load_seconds is None
-        assert models.released == []
-    assert models.kept == [("fake-model", 30.0)] and models.released == ["fake-alias"]
+        assert models.released == [] and lease.model.calls == 1
+    assert models.kept == [("fake-model", 30.0)] and models.released == ["fake-model"]
     lease.release()  # a stream's end may come after the handler let go: nothing more
-    assert models.released == ["fake-alias"]
+    assert models.released == ["fake-model"] and lease.model.calls == 0
 
 
 async def test_a_lease_loads_a_cold_model_and_reports_the_wait():
@@ -133,3 +139,33 @@ async def test_an_ollama_load_only_call_keeps_and_releases_its_model():
                              {"model": "fake-model", "keep_alive": "5m"})
     assert answer.status_code == 200 and answer.json()["done_reason"] == "load"
     assert models.kept == [("fake-model", 300.0)] and models.released == ["fake-model"]
+
+
+async def test_keep_alive_0_unloads_the_model_after_a_stream_never_during_it():
+    """Ollama's keep_alive 0: unloaded once the request is done. The lease holds the
+    model while the stream waits mid-way (an engine with nothing running in it, as
+    the scripted one always is), whatever the reaper finds."""
+    engine = FakeEngine()
+    gate = asyncio.Event()
+    engine.enqueue(TextDelta("Half"), gate, TextDelta(" way"), Finish(FinishReason.STOP),
+                   Usage(3, 2))
+    models = served(engine)
+    models.start_reaper()
+    answer = Exchange()
+    stream = asyncio.ensure_future(exchange(
+        create_app(models, ServerSettings()), "/api/chat",
+        {"model": "fake-model", "messages": HELLO, "keep_alive": 0}, out=answer))
+    try:
+        while not answer.chunks:  # the first line is out: the stream waits at the gate
+            assert not stream.done(), stream
+            await asyncio.sleep(0.01)
+        assert await models.unload_idle() == [] and models.is_loaded("fake-model")
+        gate.set()
+        await asyncio.wait_for(stream, PATIENCE)
+    finally:
+        gate.set()
+        await models.aclose()
+    lines = [json.loads(line) for line in answer.text.splitlines()]
+    assert "".join(line["message"]["content"] for line in lines) == "Half way"
+    assert lines[-1]["done"] is True and "error" not in lines[-1]
+    await unloaded(models, "fake-model")  # by the reaper, once the call let go

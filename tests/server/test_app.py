@@ -6,6 +6,7 @@ a kept-alive connection is otherwise reused."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import threading
 import time
@@ -15,7 +16,7 @@ import pytest
 
 from parlance.engines.fake import FakeEngine
 from parlance.server.runner import DrainingServer, Listen, server
-from tests.support.asgi_exchange import Exchange, exchange
+from tests.support.asgi_exchange import exchange
 from tests.support.fake_app import make_app
 
 PATIENCE = 30.0  # generous bound for every wait; nothing is timed against it
@@ -38,14 +39,19 @@ def broken_engine() -> FakeEngine:
     ("/api/chat", {"model": "fake-model", "messages": HELLO, "stream": False}),
     ("/api/v1/chat", {"model": "fake-model", "input": "Hi"}),
 ])
-async def test_a_500_tells_the_client_to_close_the_connection(path, body):
-    answer = Exchange()
-    with pytest.raises(RuntimeError, match="a bug"):  # on to the server, which closes
-        await exchange(make_app(broken_engine()), path, body, out=answer)
+async def test_a_500_tells_the_client_to_close_the_connection(path, body, caplog):
+    answer = await exchange(make_app(broken_engine()), path, body)  # (raised no further)
     assert answer.status == 500 and answer.ended
     assert answer.headers["connection"] == "close"
     assert answer.headers["x-request-id"].startswith("req_")
     assert "error" in answer.json()
+    logged = tracebacks(caplog)
+    assert len(logged) == 1 and answer.headers["x-request-id"] in logged[0].getMessage()
+
+
+def tracebacks(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The records that carry an exception's traceback, from every logger."""
+    return [r for r in caplog.records if r.exc_info is not None]
 
 
 async def test_an_error_the_client_caused_keeps_the_connection():
@@ -90,7 +96,7 @@ def ask(sock: socket.socket, method: str, path: str, body: bytes = b"") -> tuple
     return int(head.split(b" ", 2)[1]), head.lower()
 
 
-def test_after_a_500_the_server_closes_the_connection_it_said_it_would():
+def test_after_a_500_the_server_closes_the_connection_it_said_it_would(caplog):
     with serving(broken_engine()) as running, socket.create_connection(
             ("127.0.0.1", running.config.port), timeout=PATIENCE) as sock:
         status, head = ask(sock, "GET", "/health")
@@ -99,3 +105,5 @@ def test_after_a_500_the_server_closes_the_connection_it_said_it_would():
                            b'{"messages": [{"role": "user", "content": "Hi"}]}')
         assert status == 500 and b"connection: close" in head
         assert sock.recv(1) == b""  # closed by the server
+    logged = tracebacks(caplog)  # by Parlance, not again by uvicorn
+    assert [r.name for r in logged] == ["parlance.server"], [r.getMessage() for r in logged]

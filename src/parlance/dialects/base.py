@@ -198,6 +198,7 @@ class Pings(Protocol):
     ping: Frame
 
 
+@runtime_checkable
 class ShowsProgress(Protocol):
     """An encoder whose stream has a frame that legitimately shows the response is alive
     while the engine is silent (a long prompt being evaluated): clients whose idle

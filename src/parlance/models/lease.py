@@ -49,13 +49,17 @@ class ModelLease:
             self.models.check(self.requested, self.options)
 
     async def acquire(self, progress: Progress | None = None) -> ServedModel:
-        """The model, loaded just in time if need be; the call's keep_alive applies."""
+        """The model, loaded just in time if need be, held until `release` (never
+        unloaded under the call, whatever its keep_alive); the call's keep_alive applies
+        once it is idle."""
         asked = perf_counter()
         model, name, seconds = await self.models.acquire(self.requested, progress,
                                                          self.options)
         self.ready_seconds = perf_counter() - asked
         self.models.keep(model, self.keep_alive)
         self._model, self.name, self.load_seconds = model, name, seconds
+        if not self._released:  # (a call whose stream ended while its model loaded: no)
+            self.models.hold(model)
         return model
 
     def release(self) -> None:
@@ -65,7 +69,7 @@ class ModelLease:
             return
         self._released = True
         if self._model is not None:
-            self.models.release(self.name)
+            self.models.release(self._model)
 
     async def __aenter__(self) -> ModelLease:
         self.check()

@@ -1,7 +1,8 @@
 """How long an idle model stays loaded: models loaded just in time are unloaded again
 after an idle TTL, and any model after the `keep_alive` the last call on it asked for
-(Ollama's). A reaper task sleeps until the next expiry; a model a call still runs on
-is never unloaded, only looked at again shortly."""
+(Ollama's), counted from the end of its last call. A reaper task sleeps until the next
+expiry; a model a call still holds (`ServedModel.busy`) is never unloaded, only looked at
+again shortly: keep_alive 0 unloads a model once its call is done, never during it."""
 
 from __future__ import annotations
 
@@ -42,12 +43,13 @@ class Lifetime:
         model.keep_alive = seconds
         self._wake_reaper.set()
 
-    def release(self, requested: str) -> None:
-        """A call on the model `requested` names has ended: its idle time starts now."""
-        try:
-            model, _ = self._names.resolve(requested)
-        except ModelNotFound:
-            return  # unloaded meanwhile
+    def hold(self, model: ServedModel) -> None:
+        """A call runs on `model` until it `release`s it: it is not unloaded meanwhile."""
+        model.calls += 1
+
+    def release(self, model: ServedModel) -> None:
+        """A call on `model` has ended: its idle time starts now."""
+        model.calls -= 1
         model.last_used = time.monotonic()
         self._wake_reaper.set()
 
@@ -59,7 +61,7 @@ class Lifetime:
         except ModelNotFound:
             return
         model.keep_alive = 0.0
-        if model.engine.metrics.idle:
+        if not model.busy:
             await self._unload(model.spec.id)
         else:
             self._wake_reaper.set()
@@ -74,7 +76,7 @@ class Lifetime:
 
     def _expired(self, model: ServedModel, now: float) -> bool:
         ttl = self.ttl(model)
-        return (ttl is not None and model.engine.metrics.idle
+        return (ttl is not None and not model.busy
                 and (ttl == 0 or now - model.last_used > ttl))
 
     def _next_check(self, now: float) -> float | None:

@@ -35,6 +35,14 @@ class ServedModel:
     # Seconds it stays loaded once idle, as the last call asked (Ollama's keep_alive;
     # inf: forever); None: the server's rule (the idle TTL for models loaded on demand)
     keep_alive: float | None = None
+    calls: int = 0  # the calls holding it now (their `ModelLease`s)
+
+    @property
+    def busy(self) -> bool:
+        """A call holds it, or its engine still has work: never unloaded for being idle.
+        (The engine alone does not tell: a call holds its model before its generation
+        starts, between the rounds of a tool loop, and while a scripted engine waits.)"""
+        return self.calls > 0 or not self.engine.metrics.idle
 
     @property
     def config(self) -> dict[str, Any]:

@@ -52,7 +52,7 @@ class Loading:
         settings out of range, more than the budget, or more than the machine has free
         even after unloading every idle model."""
         plan = plan_load(spec, options, self.defaults)
-        freeable = sum(m.size_bytes for m in self._loaded.local if m.engine.metrics.idle)
+        freeable = sum(m.size_bytes for m in self._loaded.local if not m.busy)
         check_fits(plan, spec.id, budget=self.memory_budget, available=self._free_memory(),
                    freeable=freeable)
         return plan
@@ -144,7 +144,7 @@ class Loading:
             short = free is not None and size > usable_memory(free)
             if not over_budget and not short:
                 return
-            idle = [m for m in local if m.engine.metrics.idle and m.size_bytes]
+            idle = [m for m in local if not m.busy and m.size_bytes]
             if not idle:
                 if short:  # nothing left to unload: the load itself is too big
                     check_fits(plan, model_id, budget=None, available=free)

@@ -137,8 +137,11 @@ class ServedModels:
     def keep(self, model: ServedModel, seconds: float | None) -> None:
         self._lifetime.keep(model, seconds)
 
-    def release(self, requested: str) -> None:
-        self._lifetime.release(requested)
+    def hold(self, model: ServedModel) -> None:
+        self._lifetime.hold(model)
+
+    def release(self, model: ServedModel) -> None:
+        self._lifetime.release(model)
 
     async def expire(self, requested: str) -> None:
         await self._lifetime.expire(requested)

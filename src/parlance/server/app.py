@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
@@ -12,20 +11,19 @@ from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from parlance.core.errors import EngineFailure, MethodNotAllowed, ParlanceError, RouteNotFound
+from parlance.core.errors import MethodNotAllowed, ParlanceError, RouteNotFound
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
 from parlance.server.generation.drain import Drain
-from parlance.server.http.access_log import CLIENT_CLOSED, AccessLog, access_record
+from parlance.server.http.access_log import CLIENT_CLOSED, AccessLog
 from parlance.server.http.admission import Admission
 from parlance.server.http.origins import CrossSiteGuard
 from parlance.server.http.refusal import error_response
+from parlance.server.http.unhandled import Unhandled
 from parlance.server.router import IndexedRouter
 from parlance.server.routes import build_routes, error_renderer
 from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore
-
-log = logging.getLogger("parlance.server")
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:
@@ -36,17 +34,6 @@ async def _no_route(request: Request, exc: Exception) -> Response:
     else:
         error = RouteNotFound(f"Unknown request URL: {where}.", code="unknown_url")
     return error_response(error_renderer(request.url.path), error)
-
-
-async def _internal_error(request: Request, exc: Exception) -> Response:
-    """A bug: a 500 in the path's envelope, on a connection that is then closed (the
-    server closes it after an exception; the header tells the client not to reuse it)."""
-    log.exception("unhandled error", exc_info=exc)
-    response = error_response(
-        error_renderer(request.url.path),
-        EngineFailure("The server had an error while processing your request."), close=True)
-    response.headers["x-request-id"] = access_record(request).request_id
-    return response
 
 
 async def _client_left(request: Request, exc: Exception) -> Response:
@@ -78,10 +65,11 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
 
     app = Starlette(
         routes=build_routes(models, settings, store, downloads),
-        middleware=[Middleware(AccessLog), Middleware(CrossSiteGuard, settings=settings),
+        # (a bug is answered, and logged once, by `Unhandled`, inside the access log)
+        middleware=[Middleware(AccessLog), Middleware(Unhandled),
+                    Middleware(CrossSiteGuard, settings=settings),
                     Middleware(Admission, drain=drain)],
-        exception_handlers={404: _no_route, 405: _no_route, ClientDisconnect: _client_left,
-                            Exception: _internal_error},
+        exception_handlers={404: _no_route, 405: _no_route, ClientDisconnect: _client_left},
         lifespan=lifespan,
     )
     app.router = IndexedRouter(app.router.routes, lifespan=lifespan)

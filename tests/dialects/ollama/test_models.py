@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import ollama
 import pytest
 import uvicorn
@@ -27,10 +28,12 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from parlance.engines.fake import FakeEngine
+from parlance.models import downloads
 from parlance.models.catalog import catalog
 from parlance.models.downloads import DownloadLimits
 from parlance.models.registry import BUILTIN, ModelSpec
 from parlance.models.served import ServedModel, ServedModels
+from parlance.net.guard import public_only_client
 from parlance.server import ServerSettings, create_app
 from tests.support.gguf_writer import ARR, STR, U32, write_gguf
 from tests.support.live_server import serving as _serving
@@ -326,6 +329,7 @@ class Origin:
         self.vanished = False
         self.ranges: list[str | None] = []  # the Range header of each request
         self.dropped = threading.Event()  # a download left before the end of its file
+        self.holding = threading.Event()  # the first half went out; the rest waits for gate
 
     async def serve(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -346,6 +350,7 @@ class Origin:
                 self.vanished = True
                 raise ConnectionAbortedError("the origin drops the connection")
             try:
+                self.holding.set()
                 while not self.gate.is_set():
                     await asyncio.sleep(0.005)
             except BaseException:
@@ -477,6 +482,61 @@ async def test_a_pull_stream_ends_when_the_server_drains(tmp_path, origin):
         rest = [json.loads(line) async for line in lines]
     assert rest[-1] == {"error": "The server is shutting down; retry once it is back "
                                  "(or against another instance)."}
+
+
+async def until(predicate: Any, what: str) -> None:
+    for _ in range(int(PATIENCE / 0.01)):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never: {what}")
+
+
+async def test_a_pull_not_streamed_is_answered_503_when_the_server_drains(tmp_path, origin):
+    state, base = origin
+    state.files["held.gguf"] = tiny_gguf(tmp_path / "src" / "h.gguf", data_bytes=100_000)
+    _, app = make(tmp_path)
+    async with serving(app) as address, httpx.AsyncClient(timeout=PATIENCE) as http:
+        pull = asyncio.ensure_future(http.post(f"http://{address}/api/pull", json={
+            "model": f"{base}/held.gguf", "stream": False}))
+        await until(lambda: app.state.drain.running, "the pull waits for its file")
+        app.state.drain.end_grace()
+        answer = await pull
+    assert answer.status_code == 503
+    assert answer.json() == {"error": "The server is shutting down; retry once it is back "
+                                      "(or against another instance)."}
+
+
+async def test_a_pull_not_streamed_whose_client_leaves_stops_its_download(tmp_path, origin,
+                                                                        monkeypatch):
+    """The same rule as for a stream (and as for every call): a client that leaves is
+    not followed any more, so the download stops and a later pull resumes it. (The
+    download's client waits for the held bytes without a read timeout here, so nothing
+    else can stop it.)"""
+    monkeypatch.setattr(downloads, "download_client", lambda hosts: public_only_client(
+        hosts, timeout=httpx2.Timeout(30, read=None), follow_redirects=True))
+    state, base = origin
+    data = tiny_gguf(tmp_path / "src" / "gone.gguf", data_bytes=100_000)
+    state.files["gone.gguf"] = data
+    part = tmp_path / "models" / "127.0.0.1" / "gone.gguf.part"
+    _, app = make(tmp_path)
+    async with serving(app) as address, httpx.AsyncClient(timeout=PATIENCE) as http:
+        pull = asyncio.ensure_future(http.post(f"http://{address}/api/pull", json={
+            "model": f"{base}/gone.gguf", "stream": False}))
+        assert await asyncio.to_thread(state.holding.wait, PATIENCE)
+        await until(lambda: app.state.drain.running, "the pull waits for its file")
+        await until(lambda: part.exists() and part.stat().st_size, "some bytes arrived")
+        pull.cancel()  # the client leaves: its connection closes
+        with contextlib.suppress(asyncio.CancelledError):
+            await pull
+        assert await asyncio.to_thread(state.dropped.wait, PATIENCE)
+        state.gate.set()
+        done = await http.post(f"http://{address}/api/pull",
+                               json={"model": f"{base}/gone.gguf", "stream": False})
+        assert done.json() == {"status": "success"}
+    first, resumed = state.ranges  # stopped, then resumed from what it had
+    assert first is None and resumed is not None and resumed != "bytes=0-"
+    assert (tmp_path / "models" / "127.0.0.1" / "gone.gguf").read_bytes() == data
 
 
 async def test_a_model_without_a_readable_gguf_header_is_listed_and_shown_plainly():

@@ -1,9 +1,9 @@
 """The gateway in front of upstreams that misbehave on purpose: one that accepts and
 never answers, one that sends its headers and then nothing, one whose event never
-ends, one that answers 500 with secrets in its body. Every wait is bounded by the
-request deadline, a client that leaves closes the upstream connection, an event past
-the bound fails its stream, and what an upstream said in an error never reaches the
-client, in every dialect."""
+ends, one whose embeddings answer never ends, one that answers 500 with secrets in its
+body. Every wait is bounded by the request deadline, a client that leaves closes the
+upstream connection, an event or an answer past the bound fails it, and what an
+upstream said in an error never reaches the client, in every dialect."""
 
 from __future__ import annotations
 
@@ -96,12 +96,19 @@ class Misbehaving:
         if self.mode in ("headers_only", "endless"):
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
+        if self.mode == "oversized":  # a JSON answer of 1 GiB
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                         b'content-length: %d\r\n\r\n{"data": [' % 2**30)
         with contextlib.suppress(ConnectionError):  # until the gateway leaves
             if self.mode == "endless":  # one event that never ends, as fast as it is read
                 writer.write(b"6\r\ndata: \r\n")
                 piece = b"%x\r\n%s\r\n" % (65536, b"x" * 65536)
                 while not writer.transport.is_closing():
                     writer.write(piece)
+                    await writer.drain()
+            if self.mode == "oversized":  # as fast as it is read
+                while not writer.transport.is_closing():
+                    writer.write(b" " * 65536)
                     await writer.drain()
             while await reader.read(4096):  # silent
                 pass
@@ -191,6 +198,22 @@ async def test_an_event_past_the_bound_fails_its_stream_and_its_connection(diale
             response = await http.post(path, json={**body, "stream": True})
         assert response.status_code == 200
         assert "--upstream-max-event-mb" in response.text
+        await until(lambda: upstream.closed == 1, "the gateway closed the upstream connection")
+
+
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/api/embed"])
+async def test_an_embeddings_answer_past_the_bound_is_a_502_and_its_connection_closed(path):
+    """Read no further than a stream's event: the answer is not taken into memory whole."""
+    with Misbehaving("oversized") as upstream:
+        async with front(upstream.url, max_event_bytes=2**20) as http:
+            response = await http.post(path, json={"model": MODEL, "input": "Hi"})
+        assert response.status_code == 502, response.text
+        assert "--upstream-max-event-mb" in response.text
+        error = response.json()["error"]  # the route's own envelope
+        if path == "/v1/embeddings":
+            assert error["code"] == "upstream_event_too_large"
+        else:
+            assert isinstance(error, str)  # Ollama's: the message
         await until(lambda: upstream.closed == 1, "the gateway closed the upstream connection")
 
 

@@ -49,3 +49,18 @@ async def test_any_other_file_is_not_found_in_openais_envelope():
         assert answer.status_code == 404
         # (a name with a slash, decoded, is no route at all: unknown_url)
         assert answer.json()["error"]["code"] in {"not_found", "unknown_url"}
+
+
+async def test_the_viewers_files_carry_its_policy_and_are_not_sniffed():
+    page = await get("/docs")
+    script = await get("/docs/swagger-ui-bundle.js")
+    assert script.headers["content-security-policy"] == page.headers["content-security-policy"]
+    assert script.headers["x-content-type-options"] == "nosniff"
+    assert script.headers["cache-control"].startswith("public, max-age=")
+
+
+async def test_a_missing_file_is_the_same_404_as_the_web_pages():
+    """One rule for every packaged file: the app's unknown URL, in the path's envelope."""
+    docs, web = await get("/docs/nope.js"), await get("/web/nope.js")
+    assert docs.status_code == web.status_code == 404
+    assert docs.json()["error"]["code"] == web.json()["error"]["code"] == "unknown_url"

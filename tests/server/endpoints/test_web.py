@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from parlance.server.endpoints.web import POLICY, load_assets
+from parlance.server.endpoints.web import POLICY, page_files
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
@@ -50,15 +50,15 @@ async def test_nothing_else_is_served_from_the_package(client):
 
 
 def test_every_module_the_page_imports_is_shipped():
-    assets = load_assets()
-    scripts = [name for name in assets if name.endswith(".js")]
+    files = page_files()
+    scripts = [name for name in files.names() if name.endswith(".js")]
     assert {"app.js", "api.js", "vendor/marked.esm.js", "vendor/purify.es.js"} <= set(scripts)
     for name in scripts:
         folder = name.rpartition("/")[0]
-        text = assets[name].body.decode()
+        text = files.read(name).decode()
         for target in re.findall(r'^import[^"\n]*"(\./[^"]+)"', text, re.MULTILINE):
             shipped = f"{folder}/{target[2:]}" if folder else target[2:]
-            assert shipped in assets, f"{name} imports {target}, which is not shipped"
-    page = assets["index.html"].body.decode()
+            assert shipped in files, f"{name} imports {target}, which is not shipped"
+    page = files.read("index.html").decode()
     for link in re.findall(r'(?:src|href)="/web/([^"]+)"', page):
-        assert link in assets, link
+        assert link in files, link

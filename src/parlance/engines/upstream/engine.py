@@ -31,7 +31,7 @@ from parlance.engines.upstream.generation import Running, UpstreamGeneration
 from parlance.engines.upstream.http1 import UpstreamHTTPError
 from parlance.engines.upstream.opening import Opener
 from parlance.engines.upstream.pool import Pool
-from parlance.engines.upstream.sse import DONE, SseSplitter, payloads
+from parlance.engines.upstream.sse import DONE, SseSplitter, payloads, too_large
 from parlance.engines.upstream.wire import EMBEDDINGS_PATH, SubRequest, request_body, sub_requests
 
 
@@ -138,8 +138,9 @@ class UpstreamEngine:
             opened = await self._opener.open(SubRequest(EMBEDDINGS_PATH, body, 0, 0, True), ())
         except ContextOverflow as exc:
             raise ContextOverflow(exc.message, param=request.param, code=exc.code) from None
+        limit = opened.replica.max_event_bytes  # the bound of one event of a stream
         try:
-            raw = await opened.response.aread()
+            raw = await opened.response.aread(limit + 1)
         except UpstreamHTTPError as exc:
             opened.replica.failed(at_once=True)
             raise UpstreamFailure(f"The upstream replica {opened.replica.label} failed while "
@@ -147,6 +148,9 @@ class UpstreamEngine:
                                   code="upstream_disconnected") from None
         finally:
             await opened.close()
+        if len(raw) > limit:
+            raise too_large(f"The upstream server answered embeddings larger than {limit} "
+                            "bytes")
         try:
             reply = json.loads(raw)
             data = sorted(reply["data"], key=lambda d: d["index"])

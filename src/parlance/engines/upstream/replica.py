@@ -49,7 +49,8 @@ class ClientSettings:
     # too; a replica that takes longer counts as failed (a hung one is left behind).
     answer_timeout: float = 600.0
     max_connections: int = 1024  # streams at once to one replica
-    max_event_bytes: int = MAX_EVENT_BYTES  # one SSE event (a larger one fails its stream)
+    # One SSE event, or one embeddings answer (a larger one fails its stream or answer)
+    max_event_bytes: int = MAX_EVENT_BYTES
 
 
 @dataclass(slots=True)

@@ -76,10 +76,15 @@ class SseSplitter:
     def _check(self, size: int) -> None:
         """`size` more bytes for the current event (on top of its data so far)."""
         if self._held + size > self._max:
-            raise StreamError(UpstreamFailure(
-                f"The upstream server sent an event larger than {self._max} bytes "
-                "(parlance serve --upstream-max-event-mb); the stream was ended.",
-                code="upstream_event_too_large"))
+            raise StreamError(too_large(
+                f"The upstream server sent an event larger than {self._max} bytes"))
+
+
+def too_large(what: str) -> UpstreamFailure:
+    """An upstream's event (or a whole answer that is one: embeddings) past the bound
+    (502): ended, not read on into the gateway's memory."""
+    return UpstreamFailure(f"{what} (parlance serve --upstream-max-event-mb); it was not "
+                           "read further.", code="upstream_event_too_large")
 
 
 def payloads(datas: Iterable[bytes]) -> Iterator[Any]:

@@ -4,31 +4,43 @@ API key: the document names routes and shapes, nothing the server holds."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from importlib import resources
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 
-from parlance.core.errors import ResourceNotFound
-from parlance.dialects.openai import errors as openai_errors
-from parlance.server.http.refusal import Render, error_response
+from parlance.server.endpoints.packaged_files import PackagedFiles
+from parlance.server.http.refusal import Render
 from parlance.server.openapi.document import openapi_document
 from parlance.server.route_docs import EXAMPLES, describe
 from parlance.server.settings import ServerSettings
 
-_VIEWER = resources.files("parlance.server.openapi") / "viewer"
-_ASSETS = {"swagger-ui-bundle.js": "text/javascript; charset=utf-8",
-           "swagger-ui.css": "text/css; charset=utf-8",
-           "docs.js": "text/javascript; charset=utf-8",
-           "LICENSE": "text/plain; charset=utf-8",
-           "NOTICE": "text/plain; charset=utf-8",
-           "swagger-ui-bundle.js.LICENSE.txt": "text/plain; charset=utf-8",
-           "VENDORED.md": "text/plain; charset=utf-8"}
 # The page loads only the server's own files (no inline script, nothing from elsewhere)
 _POLICY = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
            "object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+_PAGE = "index.html"
+
+
+@functools.cache
+def viewer_page() -> PackagedFiles:
+    """The page `/docs` answers (not under a name of its own)."""
+    return _viewer(frozenset({".html"}), cache="no-cache")
+
+
+@functools.cache
+def viewer_files() -> PackagedFiles:
+    """What the page loads, and the bundle's licence and version notes (the bundle is
+    some 1.5 MB, unchanged until Parlance is: cached by browsers for a day)."""
+    return _viewer(frozenset({".js", ".css", ".txt", ".md", ""}),
+                   cache="public, max-age=86400")
+
+
+def _viewer(suffixes: frozenset[str], *, cache: str) -> PackagedFiles:
+    # (same-origin, not no-referrer: "Try it out" requests keep their Origin)
+    return PackagedFiles("parlance.server.openapi", "viewer", suffixes, policy=_POLICY,
+                         cache=cache, referrer="same-origin")
 
 
 class ApiDocs:
@@ -46,14 +58,7 @@ class ApiDocs:
         return JSONResponse(self._document)
 
     async def viewer(self, request: Request) -> Response:
-        return HTMLResponse((_VIEWER / "index.html").read_text(encoding="utf-8"),
-                            headers={"content-security-policy": _POLICY})
+        return viewer_page().send(_PAGE)
 
     async def asset(self, request: Request) -> Response:
-        name = request.path_params["asset"]
-        media = _ASSETS.get(name)
-        if media is None:
-            return error_response(openai_errors.render_error, ResourceNotFound(
-                f"No such file of the viewer: '{name}'.", param="asset", code="not_found"))
-        return Response((_VIEWER / name).read_bytes(), media_type=media,
-                        headers={"cache-control": "public, max-age=86400"})
+        return viewer_files().send(request.path_params["asset"])

@@ -18,7 +18,6 @@ the models layer's: what a model's facts are (`models/facts.py`), what may be de
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from parlance.core.errors import ModelNotFound, ParlanceError, ServerShuttingDown
+from parlance.core.errors import ModelNotFound, ServerShuttingDown
 from parlance.dialects.base import Frame
 from parlance.dialects.ollama import models as shapes
 from parlance.dialects.ollama import render_error
@@ -43,19 +42,11 @@ from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_wire
 from parlance.server.endpoints.answering import answering
 from parlance.server.generation.streaming import EventStreamResponse
+from parlance.server.generation.supervision import Supervisor
+from parlance.server.http.access_log import access_record
 from parlance.server.settings import ServerSettings
 
 PROGRESS_EVERY = 0.5  # seconds between pull progress lines while bytes arrive
-
-
-class _Stop:
-    """A pull stream's place in the server's drain: told to stop when the grace ends."""
-
-    def __init__(self) -> None:
-        self.reason: ParlanceError | None = None
-
-    def stop(self, reason: ParlanceError) -> None:
-        self.reason = reason
 
 
 class OllamaModels:
@@ -156,49 +147,41 @@ class OllamaModels:
         assert job is not None  # start() just made or joined it
         if job.state == "failed":  # before any byte: a real HTTP error
             raise failure(job)
-        drain = request.app.state.drain
-        stopper = _Stop()
-        drain.enrol(stopper)
+        # Supervised as every call: stopped when the drain's grace ends, abandoned when
+        # its client leaves (the job stops once no pull follows it); no deadline of its
+        # own (the download has one).
+        supervisor = Supervisor.for_call(request.app, access_record(request), None)
         leave = self.downloads.follow(job)
-        if not stream:
-            try:
-                while not job.ended.is_set() and stopper.reason is None:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(job.ended.wait(), PROGRESS_EVERY)
-            finally:
-                drain.leave(stopper)
-                leave()
-            if stopper.reason is not None:
-                raise stopper.reason
-            if job.state != "completed":
-                raise failure(job)
-            return self._done_lines(file)[-1]
-        def close() -> None:
-            drain.leave(stopper)
+        if stream:
+            return EventStreamResponse(self._progress(job, file, supervisor),
+                                       framing="ndjson", keepalive_seconds=0, on_close=leave)
+        try:
+            await supervisor.answer(request.receive, job.ended.wait())
+        finally:
             leave()
+        if job.state != "completed":
+            raise failure(job)
+        return self._done_lines(file)[-1]
 
-        return EventStreamResponse(self._progress(job, file, stopper), framing="ndjson",
-                                   keepalive_seconds=0, on_close=close)
-
-    async def _progress(self, job: DownloadJob, file: Path, stopper: _Stop
+    async def _progress(self, job: DownloadJob, file: Path, supervisor: Supervisor
                         ) -> AsyncGenerator[Frame, None]:
         """Lines while the job runs (only when they change), then the end of the pull:
         success, or an error line (the job failed, the server is shutting down)."""
         status, last = f"pulling {file.name}", None
-        while True:
-            shown = job.status()  # sizes only once the bytes proved a GGUF file
-            line = shapes.progress(status, file.name, shown.get("total_size_bytes"),
-                                   shown.get("downloaded_bytes"))
-            if line != last:
-                yield Frame(line)
-                last = line
-            if job.ended.is_set():
-                break
-            if stopper.reason is not None:
-                yield error_line(stopper.reason)
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(job.ended.wait(), PROGRESS_EVERY)
+        with supervisor.overseeing() as stopped:
+            while True:
+                shown = job.status()  # sizes only once the bytes proved a GGUF file
+                line = shapes.progress(status, file.name, shown.get("total_size_bytes"),
+                                       shown.get("downloaded_bytes"))
+                if line != last:
+                    yield Frame(line)
+                    last = line
+                if job.ended.is_set():
+                    break
+                if supervisor.reason is not None:
+                    yield error_line(supervisor.reason)
+                    return
+                await _either(job.ended, stopped, timeout=PROGRESS_EVERY)
         if job.state != "completed":
             yield error_line(failure(job) if job.state == "failed" else ServerShuttingDown())
             return
@@ -220,3 +203,13 @@ class OllamaModels:
             return lines[-1]
         return EventStreamResponse([Frame(line) for line in lines], framing="ndjson",
                                    keepalive_seconds=0, on_close=lambda: None)
+
+
+async def _either(*events: asyncio.Event, timeout: float) -> None:
+    """Until one of `events` is set, or `timeout` seconds at most."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

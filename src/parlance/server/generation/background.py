@@ -156,8 +156,9 @@ class BackgroundRuns:
                             run.first.set_result(json.loads(dumps(snapshot)))  # as it is now
                     run.add(frame)
         except Exception as exc:
-            log.exception("background response failed")
-            if not run.first.done():
+            if run.first.done():
+                log.exception("background response failed")
+            else:  # raised to the request that launched it, which answers (and logs) it
                 run.first.set_exception(exc)
         finally:
             self._running -= 1

@@ -41,6 +41,7 @@ from parlance.integrations.toolbox import Toolbox
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server.body.reader import read_json
 from parlance.server.generation.conversations import Conversations
+from parlance.server.generation.keepalive import progress_of
 from parlance.server.generation.loading import LoadingGeneration, call_lease, load_only
 from parlance.server.generation.speculation_header import with_speculation_header
 from parlance.server.generation.streaming import EventStreamResponse
@@ -98,7 +99,7 @@ class GenerationHandler:
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=started.generation.cancel,
                 ping=self._ping,
-                idle=getattr(encoder, "idle", None),  # dialects.base.ShowsProgress
+                idle=progress_of(encoder),
             )
         try:
             return await self._complete(request, started)

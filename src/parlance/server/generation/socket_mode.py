@@ -11,16 +11,16 @@ makes it forget the response that call continued, as OpenAI's WebSocket mode evi
 it (from then on only the store has it). A client that leaves cancels the
 running call at once: its frame stream is closed, which cancels the generation and
 stores the outcome as cancelled. While the engine is silent (a long prompt), the
-stream's own progress event goes out every keepalive interval, as over HTTP
-(`dialects.base.ShowsProgress`): WebSocket frames of the protocol's own do not reach
-a client's idle timer.
+stream's own progress event goes out every keepalive interval by the same timer as
+over HTTP (`keepalive.py`): WebSocket frames of the protocol's own do not reach a
+client's idle timer.
 """
 
 from __future__ import annotations
 
-import time
+import functools
 from collections import OrderedDict, deque
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
@@ -39,6 +39,7 @@ from parlance.server.body.reader import parse_json
 from parlance.server.generation.conversations import Conversations
 from parlance.server.generation.framing import dumps
 from parlance.server.generation.handler import GenerationHandler
+from parlance.server.generation.keepalive import Keepalive, Progress, progress_of
 from parlance.server.generation.speculation_header import with_speculation_header
 from parlance.server.generation.supervision import Supervisor
 from parlance.server.http.access_log import CLIENT_CLOSED, AccessRecord, new_request_id, write
@@ -149,7 +150,7 @@ class SocketEndpoint:
         access line for each message that asked for a response."""
         handler = self.handler
         frames: AsyncGenerator[Frame, None]
-        idle: Callable[[], Frame | None] | None = None
+        progress: Progress | None = None
         record = AccessRecord(new_request_id())
         status = CLIENT_CLOSED
         call: Call | None = None
@@ -173,7 +174,7 @@ class SocketEndpoint:
                 call = with_speculation_header(websocket, call)  # the handshake's
                 started = await handler.start(call, supervisor, conversations)
                 encoder: Encoder = handler.dialect.encoder(started.call, started.served)
-                idle = getattr(encoder, "idle", None)  # dialects.base.ShowsProgress
+                progress = progress_of(encoder)
                 call, frames = started.call, handler.frames(started, encoder)
         except ParlanceError as exc:
             if call is not None and isinstance(exc, InvalidRequest):
@@ -182,16 +183,15 @@ class SocketEndpoint:
             await self._send(websocket, self.dialect.socket_error(exc))
             return
         try:
-            last_sent = [time.monotonic()]
+            keepalive = Keepalive(handler.settings.keepalive_seconds)
             async with anyio.create_task_group() as ticks:
-                interval = handler.settings.keepalive_seconds
-                if idle is not None and interval > 0:
-                    ticks.start_soon(self._show_progress, websocket, call, idle, interval,
-                                     last_sent)
+                if progress is not None and keepalive.interval > 0:
+                    ticks.start_soon(keepalive.run, functools.partial(
+                        self._show_progress, websocket, call, progress))
                 async for frame in frames:
                     event = self.dialect.socket_event(call, frame)
                     if event is not None:
-                        last_sent[0] = time.monotonic()
+                        keepalive.sent()
                         await self._send(websocket, event)
                 ticks.cancel_scope.cancel()
             status = 200
@@ -201,19 +201,12 @@ class SocketEndpoint:
             write(record, websocket.scope, status)
 
     async def _show_progress(self, websocket: WebSocket, call: Call,
-                             idle: Callable[[], Frame | None], interval: float,
-                             last_sent: list[float]) -> None:
-        """Sends the stream's progress event whenever nothing went out for `interval`
-        (and the stream has one to send); ended by its caller with the stream."""
-        while True:
-            await anyio.sleep(max(0.0, last_sent[0] + interval - time.monotonic()))
-            if time.monotonic() - last_sent[0] < interval:
-                continue
-            last_sent[0] = time.monotonic()
-            frame = idle()
-            event = self.dialect.socket_event(call, frame) if frame is not None else None
-            if event is not None:
-                await self._send(websocket, event)
+                             progress: Progress) -> None:
+        """The stream's progress event, when it has one now (a silent stream's fill)."""
+        frame = progress()
+        event = self.dialect.socket_event(call, frame) if frame is not None else None
+        if event is not None:
+            await self._send(websocket, event)
 
     def _prepared(self, call: Call, conversations: ConnectionConversations) -> list[Frame]:
         """`generate: false`: the response only records its input (for a later call to

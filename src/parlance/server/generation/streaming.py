@@ -2,24 +2,24 @@
 NDJSON), writes them, pings while idle, and turns a client disconnect into
 cancellation at once.
 
-Three asyncio tasks race: the writer, the keepalive pinger and the disconnect
-listener. When the writer ends or the client leaves, the others are cancelled;
-cancelling the writer closes the frame generator, whose `finally` cancels the
-engine generation. (Plain tasks, not an anyio task group: this runs once per
-streamed request, and on 2 cores every µs of it is taken from decoding.)
+Three asyncio tasks race: the writer, the keepalive (`keepalive.py`, which WebSocket
+mode shares) and the disconnect listener. When the writer ends or the client leaves,
+the others are cancelled; cancelling the writer closes the frame generator, whose
+`finally` cancels the engine generation. (Plain tasks, not an anyio task group: this
+runs once per streamed request, and on 2 cores every µs of it is taken from decoding.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 
 from starlette.types import Receive, Scope, Send
 
 from parlance.dialects.base import Frame
 from parlance.server.generation.framing import MEDIA_TYPES, Framing, encode, keepalive
+from parlance.server.generation.keepalive import Keepalive, Progress
 
 BODY_SEND = "parlance.body_send"
 """Scope key of a `send` below the app's own middlewares (set by the access log, the
@@ -36,17 +36,16 @@ class EventStreamResponse:
         keepalive_seconds: float,
         on_close: Callable[[], None],
         ping: Frame | None = None,
-        idle: Callable[[], Frame | None] | None = None,
+        idle: Progress | None = None,
     ) -> None:
         """`ping`: the frame sent while idle (the dialect's own); `idle`: the stream's
-        own progress frame, where it has one (`dialects.base.ShowsProgress`); else a
+        own progress frame, where it has one (`keepalive.progress_of`); else a
         comment."""
         self._frames = frames if isinstance(frames, AsyncGenerator) else _ready(frames)
         self._framing = framing
-        self._keepalive = keepalive(framing, ping, idle)
-        self._keepalive_seconds = keepalive_seconds
+        self._idle_bytes = keepalive(framing, ping, idle)
+        self._keepalive = Keepalive(keepalive_seconds)
         self._on_close = on_close
-        self._last_sent = time.monotonic()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [
@@ -70,8 +69,8 @@ class EventStreamResponse:
         writer = loop.create_task(self._write(send, body_send))
         listener = loop.create_task(until_disconnect(receive))
         tasks = [writer, listener]
-        if self._keepalive_seconds > 0 and self._keepalive is not None:
-            tasks.append(loop.create_task(self._ping(body_send, self._keepalive)))
+        if self._keepalive.interval > 0 and self._idle_bytes is not None:
+            tasks.append(loop.create_task(self._ping(body_send, self._idle_bytes)))
         try:
             await asyncio.wait((writer, listener), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -91,7 +90,7 @@ class EventStreamResponse:
         framing = self._framing
         try:
             async for frame in self._frames:
-                self._last_sent = time.monotonic()
+                self._keepalive.sent()
                 await body_send({"type": "http.response.body", "body": encode(frame, framing),
                                  "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -102,17 +101,14 @@ class EventStreamResponse:
             # (cancelled once: the awaits in its `finally` run to their end).
             await self._frames.aclose()
 
-    async def _ping(self, send: Send, keepalive: Callable[[], bytes]) -> None:
+    async def _ping(self, send: Send, idle_bytes: Callable[[], bytes]) -> None:
         # No lock: each ASGI message is a whole frame or comment, so a ping that lands
         # between two frames is still a valid stream.
+        async def fill() -> None:
+            await send({"type": "http.response.body", "body": idle_bytes(), "more_body": True})
+
         with contextlib.suppress(OSError):  # the client left: the listener ends the rest
-            while True:
-                idle_until = self._last_sent + self._keepalive_seconds
-                await asyncio.sleep(max(0.0, idle_until - time.monotonic()))
-                if time.monotonic() - self._last_sent >= self._keepalive_seconds:
-                    self._last_sent = time.monotonic()
-                    await send({"type": "http.response.body", "body": keepalive(),
-                                "more_body": True})
+            await self._keepalive.run(fill)
 
 
 async def until_disconnect(receive: Receive) -> None:

@@ -52,9 +52,9 @@ class Supervisor:
     the event loop small; on a small CPU that work competes with decoding.
     """
 
-    def __init__(self, deadline: float, drain: Drain | None, record: AccessRecord,
+    def __init__(self, deadline: float | None, drain: Drain | None, record: AccessRecord,
                  switch: StopSwitch | None = None) -> None:
-        self.deadline = deadline
+        self.deadline = deadline  # None: none (a pull: its download has a limit of its own)
         self.drain = drain
         self.record = record
         self.switch = switch
@@ -64,9 +64,10 @@ class Supervisor:
         self._ended = False
 
     @classmethod
-    def for_call(cls, app: Any, record: AccessRecord, timeout: float) -> Supervisor:
-        """A call arriving now: its deadline `timeout` seconds away, the app's drain."""
-        deadline = asyncio.get_running_loop().time() + timeout
+    def for_call(cls, app: Any, record: AccessRecord, timeout: float | None) -> Supervisor:
+        """A call arriving now: its deadline `timeout` seconds away (None: no deadline),
+        the app's drain."""
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         return cls(deadline, getattr(app.state, "drain", None), record)
 
     def stop(self, reason: ParlanceError) -> None:
@@ -187,12 +188,22 @@ class Supervisor:
                 task.uncancel()
 
     @contextlib.contextmanager
+    def overseeing(self) -> Iterator[asyncio.Event]:
+        """Work that ends itself when told, neither a generation nor awaited at once (a
+        pull's progress stream, whose transport watches the client): overseen while
+        the block runs; the event is set when it is stopped (`reason` says why)."""
+        stopped = asyncio.Event()
+        with self._running(stopped.set):
+            yield stopped
+
+    @contextlib.contextmanager
     def _running(self, halt: Callable[[], object]) -> Iterator[None]:
         """While the work runs, `halt` stops it: the deadline's timer is set and the
         overseers know the call (one whose grace is already over, or whose switch
         was thrown before, stops it at once)."""
         self._halt = halt
-        self._timer = asyncio.get_running_loop().call_at(self.deadline, self._expire)
+        if self.deadline is not None:
+            self._timer = asyncio.get_running_loop().call_at(self.deadline, self._expire)
         for overseer in self._overseers():
             overseer.enrol(self)
         try:
