@@ -1,6 +1,7 @@
 """A model table whose cold model loads through a scripted loader (fake engines,
 with llama.cpp-like progress), for the server tests of model lifetimes; a loader held
-half way (`GatedLoader`) for a test that must see a load in progress."""
+half way (`GatedLoader`) for a test that must see a load in progress; a fake engine's
+gate a test thread opens (`ThreadGate`) while the server runs in a thread of its own."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from parlance.engines.fake import FakeEngine
 from parlance.models.registry import ModelSpec
@@ -80,3 +81,24 @@ async def unloaded(models: ServedModels, name: str) -> None:
     while models.is_loaded(name):
         assert time.monotonic() < deadline, f"{name} is still loaded"
         await asyncio.sleep(0.01)
+
+
+class ThreadGate(asyncio.Event):
+    """A fake engine's script gate (an `asyncio.Event`) for a server in a thread of its
+    own (`ServerThread`): `open()`, from the test's thread, waits until the script has
+    reached the gate, then opens it in the server's event loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached = threading.Event()
+        self._server_loop: asyncio.AbstractEventLoop | None = None
+
+    async def wait(self) -> Literal[True]:
+        self._server_loop = asyncio.get_running_loop()
+        self.reached.set()
+        return await super().wait()
+
+    def open(self) -> None:
+        assert self.reached.wait(PATIENCE), "the script never reached the gate"
+        assert self._server_loop is not None
+        self._server_loop.call_soon_threadsafe(self.set)
