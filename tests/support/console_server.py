@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +26,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Loader:
-    """Loads every model as a fresh fake engine, and remembers which."""
+    """Loads every model as a fresh fake engine, reporting its progress in tenths (as
+    llama.cpp reports its tensors), and remembers which. A test that must see a load
+    under way clears `gate`: each load then holds half way (`halfway` is set) until
+    the test sets it again."""
 
     def __init__(self) -> None:
         self.loaded: list[str] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.halfway = threading.Event()
 
     def __call__(self, spec, plan, on_progress):
+        for step in range(11):
+            if step == 5:
+                self.halfway.set()
+                assert self.gate.wait(STARTUP), "the test never let the load finish"
+            if on_progress is not None:
+                on_progress(step / 10)
         self.loaded.append(spec.id)
-        if on_progress is not None:
-            on_progress(1.0)
         return FakeEngine(context_length=plan.context_length)
 
 

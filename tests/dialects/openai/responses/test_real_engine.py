@@ -20,6 +20,7 @@ from tests.support.real_engine import (
     MODEL_ID,
     PATIENCE,
     asgi_client,
+    local_engine_only,
     make_app,
     never_ending,
     wait_idle,
@@ -155,6 +156,7 @@ async def test_client_leaving_mid_stream_stores_cancelled_and_frees_the_slot(lla
     check_response(stored)
 
 
+@local_engine_only("an upstream reports a prompt's evaluation as 0 of 1, then 1 of 1")
 async def test_a_prompt_longer_than_a_batch_reports_each_chunk_when_asked(llama):
     # Words nothing before used (no prefix of it is cached): some three times a batch
     words = " ".join(secrets.token_hex(3) for _ in range(ContextSettings().n_batch))
