@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
+from parlance.console.render import SHOWN_OUTPUT, Answer, stream_error
 from parlance.core.errors import EngineFailure, ParlanceError
 from parlance.core.events import (
     Event,
@@ -24,7 +25,6 @@ from parlance.core.events import (
     Usage,
 )
 from parlance.core.tools import ToolProvider, ToolSpec
-from parlance.console.render import SHOWN_OUTPUT, Answer, stream_error
 from parlance.dialects.base import DONE, Served
 from parlance.dialects.openai.responses import OpenAIResponses
 from tests.support.encoding import encoded

@@ -49,7 +49,7 @@ async def test_an_unknown_value_is_refused_in_the_routes_envelope(path, header):
 
 
 @pytest.mark.parametrize("path", list(BODIES))
-async def test_progress_asked_of_an_api_with_its_own_or_none_changes_nothing(path):
+async def test_progress_is_accepted_on_every_route(path):
     engine = FakeEngine()
     response = await post(engine, path, {"X-Parlance-Progress": "on"})
     assert response.status_code == 200, response.text

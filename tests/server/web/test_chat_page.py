@@ -1,8 +1,8 @@
 """The web chat page in headless Chromium against a real server on the fake engine:
 an answer streams, Stop stops it, reasoning and a tool call are drawn, a call to the
-operator's MCP server with its result, a cold model's
-load shows a progress bar, so does a prompt being evaluated, model output cannot run
-script, a key is asked for, and a conversation is kept by the server and opened again. Each state is saved as a
+operator's MCP server with its result, a cold model's load shows a progress bar, so
+does a prompt being evaluated, model output cannot run script, a key is asked for, and
+a conversation is kept by the server and opened again. Each state is saved as a
 screenshot under the directory the run prints (`$PARLANCE_ARTIFACTS`, else
 `tests/.artifacts/`)."""
 

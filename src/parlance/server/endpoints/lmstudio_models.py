@@ -10,6 +10,7 @@ everything that could refuse it was checked (a real HTTP error)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -91,9 +92,10 @@ class LMStudioModels:
         started = time.perf_counter()
         loading = ReportedLoad(lambda report: self.models.load(spec, options, report))
         try:
-            async for fraction in loading.fractions():
-                for frame in encoder.progress(fraction):
-                    yield frame
+            async with contextlib.aclosing(loading.fractions()) as fractions:
+                async for fraction in fractions:
+                    for frame in encoder.progress(fraction):
+                        yield frame
             model, _ = loading.task.result()
         except ParlanceError as exc:
             for frame in encoder.fail(exc):

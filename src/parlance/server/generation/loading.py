@@ -14,7 +14,8 @@ one that joins another's load just waits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from starlette.responses import JSONResponse, Response
@@ -74,7 +75,7 @@ class ReportedLoad(Generic[T]):
         self.task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     async def fractions(self, stop: asyncio.Future[Any] | None = None
-                        ) -> AsyncIterator[float]:
+                        ) -> AsyncGenerator[float, None]:
         """The fraction loaded, until the load ends (then `task` has its outcome, and
         every report it made has been passed on) or `stop` is done."""
         shown = -1.0
@@ -125,8 +126,9 @@ class LoadingGeneration:
         loading = ReportedLoad(self._lease.acquire)
         cancelled = asyncio.ensure_future(self._cancelled.wait())
         try:
-            async for fraction in loading.fractions(cancelled):
-                yield ModelLoad(self._model_id, fraction)
+            async with contextlib.aclosing(loading.fractions(cancelled)) as fractions:
+                async for fraction in fractions:
+                    yield ModelLoad(self._model_id, fraction)
             if not loading.task.done():
                 return  # cancelled: the load carries on without us
             model = loading.task.result()
