@@ -158,7 +158,7 @@ async def test_client_leaving_mid_stream_stores_cancelled_and_frees_the_slot(lla
 
 @local_engine_only("an upstream reports a prompt's evaluation as 0 of 1, then 1 of 1")
 async def test_a_prompt_longer_than_a_batch_reports_each_chunk_when_asked(llama):
-    # Words nothing before used (no prefix of it is cached): some three times a batch
+    # Words nothing before used (no prefix of it is cached): several batches of tokens
     words = " ".join(secrets.token_hex(3) for _ in range(ContextSettings().n_batch))
     body = {"model": MODEL_ID, "input": f"Count these words: {words}", "stream": True,
             "max_output_tokens": 16, "temperature": 0}
