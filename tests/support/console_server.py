@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,29 +20,24 @@ from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
 from tests.support.gguf_writer import BASE_KV, TENSORS, write_gguf
 from tests.support.live_server import STARTUP, ServerThread
+from tests.support.scripted_models import GatedLoader
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Loader:
-    """Loads every model as a fresh fake engine, reporting its progress in tenths (as
-    llama.cpp reports its tensors), and remembers which. A test that must see a load
-    under way clears `gate`: each load then holds half way (`halfway` is set) until
-    the test sets it again."""
+class Loader(GatedLoader):
+    """Loads every model as a fresh fake engine of the planned context, reporting its
+    progress in tenths (as llama.cpp reports its tensors), and remembers which. Its
+    gate is open; a test that must see a load under way clears it: each load then
+    holds half way (`halfway` is set) until the test sets it again."""
 
     def __init__(self) -> None:
-        self.loaded: list[str] = []
-        self.gate = threading.Event()
+        super().__init__(FakeEngine)
         self.gate.set()
-        self.halfway = threading.Event()
+        self.loaded: list[str] = []
 
     def __call__(self, spec, plan, on_progress):
-        for step in range(11):
-            if step == 5:
-                self.halfway.set()
-                assert self.gate.wait(STARTUP), "the test never let the load finish"
-            if on_progress is not None:
-                on_progress(step / 10)
+        self.report(on_progress)
         self.loaded.append(spec.id)
         return FakeEngine(context_length=plan.context_length)
 
