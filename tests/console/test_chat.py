@@ -1,7 +1,9 @@
 """`parlance chat` in a pseudo-terminal against a real server over the fake engine: an
 answer streams (reasoning, Markdown, tool calls), Ctrl-C stops it (the server cancels
 the generation) and the prompt comes back, the slash commands change what the next
-request carries, multi-line input, Ctrl-D and /exit leave with status 0."""
+request carries, the operator's MCP servers run on the server (a real loopback MCP
+server) with their calls and results drawn and kept, multi-line input, Ctrl-D and
+/exit leave with status 0."""
 
 from __future__ import annotations
 
@@ -11,8 +13,17 @@ import pexpect
 import pytest
 
 from parlance.core.errors import EngineFailure
-from parlance.core.events import TextDelta, ToolCallArgs, ToolCallEnd, ToolCallStart
+from parlance.core.events import (
+    Finish,
+    FinishReason,
+    TextDelta,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
 from parlance.engines.fake import Generated
+from parlance.integrations.settings import ConfiguredServer, IntegrationSettings
 from tests.support.console_server import conversation, fake_server, spawn
 from tests.support.live_server import STARTUP
 
@@ -163,3 +174,60 @@ def test_a_wrong_key_is_said_before_the_first_prompt(tmp_path):
         child.expect_exact(PROMPT)
         child.sendline("/exit")
         assert leave(child) == 0
+
+
+def calls(text: str) -> Generated:
+    """The scripted model calling a tool (Hermes, as the fake engine parses it)."""
+    return Generated(f"<tool_call>\n{text}\n</tool_call>")
+
+
+def test_the_operators_mcp_servers_run_on_the_server(tmp_path, mcp):
+    tools = IntegrationSettings(configured={"calc": ConfiguredServer("calc", url=mcp.url)})
+    with fake_server(tmp_path, integrations=tools) as server:
+        engine = server.engine
+        engine.enqueue(calls('{"name": "add", "arguments": {"a": 2, "b": 3}}'),
+                       Finish(FinishReason.STOP), Usage(10, 12))
+        engine.enqueue(Generated("The sum is 5."), Finish(FinishReason.STOP), Usage(30, 5))
+        child = spawn(tmp_path, "chat", "--url", server.url, "--mcp", "calc")
+        try:
+            child.expect_exact(PROMPT)
+            assert "tools listed with the next answer" in ask(child, "/mcp")
+            child.sendline("What is 2 + 3?")
+            child.expect_exact('add({"a": 2, "b": 3})')
+            child.expect_exact("on calc")
+            child.expect_exact('"text":"5"')  # the MCP server's result
+            child.expect_exact("The sum is 5.")
+            child.expect_exact(PROMPT)
+            assert engine.requests[0].tool_servers[0].provider.label == "calc"
+            listed = ask(child, "/mcp")
+            assert "calc: " in listed and "add" in listed and "explode" in listed
+            # the next turn: the call and its result are part of the conversation
+            engine.enqueue(calls('{"name": "explode", "arguments": {}}'),
+                           Finish(FinishReason.STOP), Usage(40, 8))
+            engine.enqueue(Generated("That tool failed."), Finish(FinishReason.STOP),
+                           Usage(50, 4))
+            shown = ask(child, "And explode?")
+            assert "explode({})" in shown and "✗ Error executing tool explode" in shown
+            assert "That tool failed." in shown
+            seen = engine.requests[-2].prompts[0].messages
+            assert [m.role for m in seen] == ["user", "assistant", "tool", "assistant",
+                                              "user"]
+            assert seen[1].tool_calls[0].name == "add" and '"5"' in seen[2].content
+            assert "none" in ask(child, "/mcp none")
+            ask(child, "No tools now.")
+            assert engine.requests[-1].tool_servers == ()
+            child.sendline("/exit")
+            assert leave(child) == 0
+        finally:
+            child.close(force=True)
+
+
+def test_an_mcp_server_the_operator_has_not_is_refused_and_not_kept(chat, server):
+    assert "nope" in ask(chat, "/mcp nope")
+    shown = ask(chat, "hi")
+    assert "error:" in shown and "No plugin 'nope' is configured" in shown  # (OpenAI: 424)
+    ask(chat, "/mcp none")
+    ask(chat, "hello")
+    assert conversation(server.engine) == [("user", "hello")]
+    chat.sendeof()
+    assert leave(chat) == 0

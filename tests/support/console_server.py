@@ -20,20 +20,25 @@ from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
 from tests.support.gguf_writer import BASE_KV, TENSORS, write_gguf
 from tests.support.live_server import STARTUP, ServerThread
+from tests.support.scripted_models import GatedLoader
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Loader:
-    """Loads every model as a fresh fake engine, and remembers which."""
+class Loader(GatedLoader):
+    """Loads every model as a fresh fake engine of the planned context, reporting its
+    progress in tenths (as llama.cpp reports its tensors), and remembers which. Its
+    gate is open; a test that must see a load under way clears it: each load then
+    holds half way (`halfway` is set) until the test sets it again."""
 
     def __init__(self) -> None:
+        super().__init__(FakeEngine)
+        self.gate.set()
         self.loaded: list[str] = []
 
     def __call__(self, spec, plan, on_progress):
+        self.report(on_progress)
         self.loaded.append(spec.id)
-        if on_progress is not None:
-            on_progress(1.0)
         return FakeEngine(context_length=plan.context_length)
 
 

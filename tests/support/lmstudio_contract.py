@@ -78,6 +78,41 @@ def check_result(result: dict[str, Any], *, stored: bool | None = None) -> None:
         assert re.fullmatch(r"resp_[0-9a-f]{48}", result["response_id"])
 
 
+def check_load_answer(body: dict[str, Any]) -> None:
+    """What `POST /api/v1/models/load` answers (LM Studio's documented shape)."""
+    assert {"type", "instance_id", "load_time_seconds", "status"} <= set(body), body
+    assert set(body) <= {"type", "instance_id", "load_time_seconds", "status",
+                         "load_config"}, body
+    assert body["type"] == "llm" and body["status"] == "loaded", body
+    assert isinstance(body["instance_id"], str) and isinstance(body["load_time_seconds"], NUMBER)
+    assert isinstance(body.get("load_config", {}), dict)
+
+
+def checked_load_events(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """(name, data) per event of a load asked for as a stream, after checking it: the
+    chat stream's `model_load.*` events (`model_load.end` also carrying the load's
+    answer in `result`), or an `error` event last."""
+    events = parse_events(text)
+    names = [name for name, _ in events]
+    assert names[0] == "model_load.start" and names.count("model_load.start") == 1, names
+    assert names[-1] in ("model_load.end", "error"), names
+    assert set(names[1:-1]) <= {"model_load.progress"}, names
+    for name, data in events:
+        assert data["type"] == name, (name, data)
+        fields = {**_FIELDS[name], **({"result": dict} if name == "model_load.end" else {})}
+        assert set(data) == {"type", *fields}, (name, data)
+        for key, kind in fields.items():
+            assert isinstance(data[key], kind), (name, key, data)
+        if name == "model_load.end":
+            check_load_answer(data["result"])
+            assert data["result"]["instance_id"] == data["model_instance_id"]
+        elif name == "error":
+            check_error(data["error"])
+    progress = [data["progress"] for name, data in events if name == "model_load.progress"]
+    assert progress == sorted(progress) and all(0 <= p <= 1 for p in progress), progress
+    return events
+
+
 def parse_events(text: str) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for block in text.strip().split("\n\n"):

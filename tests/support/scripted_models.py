@@ -1,6 +1,7 @@
 """A model table whose cold model loads through a scripted loader (fake engines,
 with llama.cpp-like progress), for the server tests of model lifetimes; a loader held
-half way (`GatedLoader`) for a test that must see a load in progress."""
+half way (`GatedLoader`) for a test that must see a load in progress; a fake engine's
+gate a test thread opens (`ThreadGate`) while the server runs in a thread of its own."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from parlance.engines.fake import FakeEngine
 from parlance.models.registry import ModelSpec
@@ -47,13 +48,17 @@ class GatedLoader:
         self.engine_factory = engine_factory
 
     def __call__(self, spec: Any, options: Any, on_progress: Any) -> Any:
+        self.report(on_progress)
+        return self.engine_factory()
+
+    def report(self, on_progress: Any) -> None:
+        """The load's progress in tenths, held half way while the gate is closed."""
         for step in range(11):
             if step == 5:
                 self.halfway.set()
                 assert self.gate.wait(PATIENCE), "the test never let the load finish"
             if on_progress is not None:
                 on_progress(step / 10)
-        return self.engine_factory()
 
 
 def smollm2_path() -> Path:
@@ -80,3 +85,24 @@ async def unloaded(models: ServedModels, name: str) -> None:
     while models.is_loaded(name):
         assert time.monotonic() < deadline, f"{name} is still loaded"
         await asyncio.sleep(0.01)
+
+
+class ThreadGate(asyncio.Event):
+    """A fake engine's script gate (an `asyncio.Event`) for a server in a thread of its
+    own (`ServerThread`): `open()`, from the test's thread, waits until the script has
+    reached the gate, then opens it in the server's event loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached = threading.Event()
+        self._server_loop: asyncio.AbstractEventLoop | None = None
+
+    async def wait(self) -> Literal[True]:
+        self._server_loop = asyncio.get_running_loop()
+        self.reached.set()
+        return await super().wait()
+
+    def open(self) -> None:
+        assert self.reached.wait(PATIENCE), "the script never reached the gate"
+        assert self._server_loop is not None
+        self._server_loop.call_soon_threadsafe(self.set)

@@ -1,10 +1,14 @@
-"""`parlance chat`: a conversation in the terminal over the server's Chat Completions
-API (the client keeps the messages, so `/reset`, `/system` and `/model` act at once and
-nothing depends on the server's store). Input is read with readline (editing, and a
-history file when one is given). A line ending in `\\` continues on the next line, and
-a block between two `\"\"\"` lines is one message. Ctrl-C while an answer streams closes
-the stream (the server cancels the generation and frees its slot) and comes back to the
-prompt; Ctrl-C at the prompt clears the line; Ctrl-D or `/exit` leaves."""
+"""`parlance chat`: a conversation in the terminal over the server's Responses API,
+`store: false` (the client keeps the input items, so `/reset`, `/system` and `/model`
+act at once and nothing depends on the server's store). The operator's MCP servers the
+chat names (`--mcp`, `/mcp`) are the request's `mcp` tools, run by the server without
+asking (`require_approval: never`), as the web page does; their calls and results are
+drawn as the stream brings them, and kept in the conversation. Input is read with
+readline (editing, and a history file when one is given). A line ending in `\\`
+continues on the next line, and a block between two `\"\"\"` lines is one message.
+Ctrl-C while an answer streams closes the stream (the server cancels the generation
+and frees its slot) and comes back to the prompt; Ctrl-C at the prompt clears the
+line; Ctrl-D or `/exit` leaves."""
 
 from __future__ import annotations
 
@@ -18,8 +22,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
-from parlance.console.client import Server, ServerError, error_message
-from parlance.console.render import Answer
+from parlance.console.client import Server, ServerError
+from parlance.console.render import Answer, stream_error
 from parlance.console.slash import Chat, run_command
 
 PROMPT = ">>> "
@@ -32,50 +36,56 @@ ReadLine = Callable[[str], str]
 
 class ChatSession(Chat):
     def __init__(self, server: Server, console: Console, model: str | None = None,
-                 system: str | None = None) -> None:
+                 system: str | None = None, mcp: list[str] | None = None) -> None:
         self.server = server
         self.console = console
         self.model = model
         self.system = system
-        self.messages: list[dict[str, Any]] = []
+        self.mcp = list(mcp or [])  # labels of the operator's MCP servers
+        self.mcp_tools: dict[str, list[str]] = {}  # each one's tools, as last listed
+        self.items: list[dict[str, Any]] = []  # the conversation, as input items
 
     def request(self) -> dict[str, Any]:
-        messages = ([{"role": "system", "content": self.system}] if self.system else [])
-        body: dict[str, Any] = {"messages": messages + self.messages, "stream": True,
-                                "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {"input": self.items, "stream": True, "store": False}
         if self.model:
             body["model"] = self.model
+        if self.system:
+            body["instructions"] = self.system
+        if self.mcp:
+            body["tools"] = [{"type": "mcp", "server_label": label,
+                              "require_approval": "never"} for label in self.mcp]
         return body
 
     def reset(self) -> None:
-        self.messages.clear()
+        self.items.clear()
 
     def ask(self, text: str) -> None:
         """One turn: stream the answer into a live view until it ends or Ctrl-C."""
-        self.messages.append({"role": "user", "content": text})
+        self.items.append({"role": "user", "content": text})
         answer, stopped, started = Answer(), False, time.perf_counter()
         try:
             # Live redraws from a thread of its own, REDRAW times a second (the Markdown
             # is rendered whole each time: not once per token), and once more at the end
             with (Live(answer, console=self.console, refresh_per_second=REDRAW,
                        vertical_overflow="visible"),
-                  self.server.events("/v1/chat/completions", self.request()) as chunks):
-                for chunk in chunks:
-                    if (failed := error_message(chunk)) is not None:  # (the stream's end)
+                  self.server.events("/v1/responses", self.request()) as events):
+                for event in events:
+                    answer.feed(event)
+                    if (failed := stream_error(event)) is not None:  # (the stream's end)
                         raise ServerError(failed)
-                    answer.feed(chunk)
         except KeyboardInterrupt:
             stopped = True  # leaving the `with` closed the stream: the server stops
         except ServerError as exc:
-            self.messages.pop()  # no answer (or a broken one): the turn is not kept
+            self.items.pop()  # no answer (or a broken one): the turn is not kept
             self.console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             return
         if answer.model and not self.model:
             self.model = answer.model
-        if (reply := answer.message()) is not None:
-            self.messages.append(reply)
+        self.mcp_tools.update(answer.tools)
+        if kept := answer.kept():
+            self.items.extend(kept)
         else:
-            self.messages.pop()
+            self.items.pop()
         self.console.print(answer.figures(time.perf_counter() - started, stopped))
 
     def run(self, read: ReadLine = input) -> int:

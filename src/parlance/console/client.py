@@ -19,6 +19,7 @@ KEY_ENV = "PARLANCE_API_KEY"
 # Connecting is quick or never; an answer may wait for a model to load (minutes on a
 # busy machine), and a stream is read for as long as it runs.
 TIMEOUT = httpx2.Timeout(connect=10.0, read=None, write=60.0, pool=10.0)
+STREAM = {"accept": "text/event-stream"}
 
 
 class ServerError(Exception):
@@ -82,11 +83,17 @@ class Server:
 
     @contextmanager
     def events(self, path: str, body: dict[str, Any]) -> Iterator[Iterator[dict[str, Any]]]:
-        """A POST whose answer streams server-sent events: each event's JSON data, until
-        `[DONE]`. Leaving the block closes the connection, which stops the generation."""
-        with self._failures(), self.http.stream("POST", path, json=body) as answer:
+        """A POST asking for server-sent events: each event's JSON data, until `[DONE]`
+        (an answer that came as one JSON object instead: that object). Leaving the block
+        closes the connection, which stops the generation."""
+        with self._failures(), self.http.stream("POST", path, json=body,
+                                                headers=STREAM) as answer:
             self._checked(answer)
-            yield _sse_data(answer.iter_lines())
+            if answer.headers.get("content-type", "").startswith("application/json"):
+                answer.read()
+                yield iter([answer.json()])
+            else:
+                yield _sse_data(answer.iter_lines())
 
     @contextmanager
     def _failures(self) -> Iterator[None]:

@@ -1,6 +1,7 @@
 """The model commands against a running server: `ps` (Ollama's `/api/ps`), `load` and
-`unload` (LM Studio's `/api/v1/models/load|unload`), `pull` (Ollama's `/api/pull`, its
-NDJSON progress drawn as a bar with bytes, speed and ETA) and `models` (LM Studio's
+`unload` (LM Studio's `/api/v1/models/load|unload`; the load asked for as a stream, its
+`model_load.progress` drawn as `serve` draws its loads), `pull` (Ollama's `/api/pull`,
+its NDJSON progress drawn as a bar with bytes, speed and ETA) and `models` (LM Studio's
 `/api/v1/models`). Each returns the process's exit status; a failure raises
 `ServerError`."""
 
@@ -23,6 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from parlance.console.client import Server, ServerError, error_message
+from parlance.console.load_progress import LoadProgress
 
 
 def size(count: int | None) -> str:
@@ -71,8 +73,21 @@ def load(server: Server, model: str, context_length: int | None, err: Console) -
     body: dict[str, Any] = {"model": model, "echo_load_config": True}
     if context_length is not None:
         body["context_length"] = context_length
-    with err.status(f"Loading {model}…"):
-        answer = server.post("/api/v1/models/load", body)
+    answer = None
+    with (server.events("/api/v1/models/load", body) as events,
+          LoadProgress(err).load(model) as report):
+        for event in events:
+            if (failed := error_message(event)) is not None:
+                raise ServerError(failed)
+            kind = event.get("type")
+            if kind == "model_load.progress":
+                report(float(event.get("progress", 0.0)))
+            elif kind == "model_load.end" or "instance_id" in event:
+                # (a server that answers the load at once sends its answer alone)
+                answer = event.get("result") if kind == "model_load.end" else event
+                report(1.0)
+    if not isinstance(answer, dict):
+        raise ServerError("the server ended the load without saying it loaded")
     config = answer.get("load_config") or {}
     shown = f", context {config['context_length']}" if config.get("context_length") else ""
     err.print(f"[green]Loaded[/] {escape(answer.get('instance_id', model))} in "

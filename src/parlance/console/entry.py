@@ -48,6 +48,9 @@ def add_commands(commands_: argparse._SubParsersAction) -> None:
                     "else the default one).")
     chat.add_argument("--model", help="the model to talk to (default: the server's)")
     chat.add_argument("--system", help="a system prompt to start with")
+    chat.add_argument("--mcp", action="append", metavar="LABEL", default=[],
+                      help="an MCP server of the server's mcp.json the model may use, run "
+                           "by the server without asking (repeatable; /mcp in the chat)")
     chat.add_argument("--config", type=Path,
                       help="TOML file for the server started without --url")
     add_server_flags(chat, default_url=False)
@@ -103,4 +106,4 @@ def _chat(args: argparse.Namespace, url: str, out: Console, history: Path | None
     with Server(url, api_key(args.client_key)) as server:
         server.get("/v1/models")  # no server, a wrong key: said before the first prompt
         with line_history(history):
-            return ChatSession(server, out, args.model, args.system).run()
+            return ChatSession(server, out, args.model, args.system, args.mcp).run()

@@ -1,4 +1,5 @@
-"""A model's load progress as `serve` shows it (llama.cpp reports the fraction loaded):
+"""A model's load progress as `serve` and `load` show it (llama.cpp reports the fraction
+loaded; `load` reads it from the server's stream):
 a bar per load on a terminal, a plain line at each quarter otherwise (a log file, a
 service manager's journal: no control codes, no line per tick)."""
 

@@ -57,6 +57,10 @@ class Call:
     # nothing (Ollama's empty messages or prompt): the answer is `render` of an empty
     # Completion, one JSON object even when `stream` is set
     load_only: bool = field(default=False, kw_only=True)
+    # The client asked to be shown prompt processing where its API has no event for it
+    # (the X-Parlance-Progress header): an encoder may then send a frame of its own
+    # naming for `Progress`; without it, the API's own stream and nothing else
+    progress: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ the document as undocumented, and `tests/server/test_route_docs.py` fails on it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -25,6 +26,7 @@ from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.generation.handler import GenerationHandler
+from parlance.server.generation.parlance_headers import PROGRESS, SPECULATIVE
 from parlance.server.openapi.operation import (
     API_NAMES,
     EMPTY,
@@ -52,10 +54,30 @@ OPENAI, ANTHROPIC = API_NAMES["openai"], API_NAMES["anthropic"]
 OLLAMA, LMSTUDIO = API_NAMES["ollama"], API_NAMES["lmstudio"]
 SERVER = "Server"
 
+_SWITCH = {"type": "string", "enum": ["on", "off"]}
+# The headers every generation route reads (`server/generation/parlance_headers.py`)
+PARLANCE_HEADERS = (
+    Query(SPECULATIVE, _SWITCH, "off: no speculative decoding for this request (it never "
+          "changes what is generated; it gives back the batch rows drafts would take)."),
+    Query(PROGRESS, _SWITCH, "on: prompt processing shown in a stream whose API has no "
+          "event for it. /v1/responses (and its WebSocket mode, in the handshake) then "
+          "also sends `parlance.prompt_progress` events: {type, sequence_number, done, "
+          "total}, prompt tokens evaluated of the total, per chunk, numbered with the "
+          "others (never for a background response). Without it, the API's stream "
+          "exactly."),
+)
+
 PLAIN: dict[tuple[str, str], Operation] = {
     ("GET", "/api/v1/models"): Operation(LMSTUDIO, "The models", _LMSTUDIO),
     ("POST", "/api/v1/models/load"): Operation(
-        LMSTUDIO, "Load a model", _LMSTUDIO, body=lmstudio_models.LoadRequest),
+        LMSTUDIO, "Load a model", _LMSTUDIO, either(JSON, streamed("sse")),
+        body=lmstudio_models.LoadRequest, description=(
+            "Answers once the model is loaded, as LM Studio's does. With `Accept: "
+            "text/event-stream` (Parlance's own: LM Studio's load has no stream) the load "
+            "streams LM Studio's chat events `model_load.start`, `model_load.progress` "
+            "(`progress` 0 to 1) and `model_load.end` (`load_time_seconds`, and in "
+            "`result` the answer above), or ends with an `error` event; what would refuse "
+            "the load is still an HTTP error before the stream starts.")),
     ("POST", "/api/v1/models/unload"): Operation(
         LMSTUDIO, "Unload a model", _LMSTUDIO, body=lmstudio_models.UnloadRequest),
     ("POST", "/api/v1/models/download"): Operation(
@@ -149,7 +171,7 @@ def describe(route: Route, method: str, path: str) -> Operation | None:
     """`method` on `route` (at `path`, its OpenAPI spelling), or None if undocumented."""
     owner: Any = getattr(route.endpoint, "__self__", None)
     if isinstance(owner, GenerationHandler):
-        return generating(owner.dialect)
+        return replace(generating(owner.dialect), headers=PARLANCE_HEADERS)
     if isinstance(owner, EmbeddingsEndpoint):
         return embedding(owner.dialect)
     return PLAIN.get((method, path))

@@ -1,6 +1,7 @@
 """Model management over HTTP with a scripted loader: the LM Studio model list,
-load/unload, just-in-time loads inside `/api/v1/chat` (model_load events, single
-flight, failures), the idle TTL, the memory budget, and downloads."""
+load/unload (and a load asked for as a stream: its progress), just-in-time loads inside
+`/api/v1/chat` (model_load events, single flight, failures), the idle TTL, the memory
+budget, and downloads."""
 
 from __future__ import annotations
 
@@ -18,7 +19,12 @@ from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
 from tests.support.fake_app import FAKE_SPEC
-from tests.support.lmstudio_contract import check_result, checked_events
+from tests.support.lmstudio_contract import (
+    check_load_answer,
+    check_result,
+    checked_events,
+    checked_load_events,
+)
 from tests.support.model_origin import DATA, OriginServer
 from tests.support.scripted_models import COLD, ScriptedLoader, make, smollm2_path
 
@@ -79,6 +85,52 @@ async def test_load_and_unload(client, loader):
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "model_not_found"
     unknown = await client.post("/api/v1/models/load", json={"model": "nope"})
     assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "model_not_found"
+
+
+STREAMED = {"accept": "text/event-stream"}
+
+
+async def test_a_load_asked_for_as_a_stream_shows_its_progress(client, loader):
+    plain = await client.post("/api/v1/models/load", json={"model": "fake-model"})
+    assert plain.headers["content-type"] == "application/json"  # LM Studio's: no stream
+    check_load_answer(plain.json())
+    response = await client.post("/api/v1/models/load", headers=STREAMED, json={
+        "model": "acme/cold-model", "context_length": 1024, "echo_load_config": True})
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = checked_load_events(response.text)
+    progress = [d["progress"] for n, d in events if n == "model_load.progress"]
+    assert len(progress) >= 2 and progress[-1] == 1.0
+    end = events[-1][1]
+    assert events[-1][0] == "model_load.end" and end["model_instance_id"] == "acme/cold-model"
+    assert end["result"]["load_time_seconds"] == end["load_time_seconds"] > 0
+    assert end["result"]["load_config"]["context_length"] == 1024
+    assert loader.loaded == ["acme/cold-model"]
+    # loaded already: no progress, and no second load
+    again = checked_load_events((await client.post(
+        "/api/v1/models/load", headers=STREAMED, json={"model": "acme/cold-model"})).text)
+    assert [n for n, _ in again] == ["model_load.start", "model_load.end"]
+    assert "load_config" not in again[-1][1]["result"] and loader.loaded == ["acme/cold-model"]
+
+
+async def test_a_load_asked_for_as_a_stream_is_refused_before_it_starts(client, loader):
+    unknown = await client.post("/api/v1/models/load", json={"model": "nope"},
+                                headers=STREAMED)
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "model_not_found"
+    absurd = await client.post("/api/v1/models/load", headers=STREAMED,
+                               json={"model": "acme/cold-model", "context_length": 63})
+    lmstudio_error(absurd, "context_length")
+    assert loader.loaded == []
+
+
+async def test_a_load_that_fails_ends_its_stream_with_the_error():
+    _, app = make(ScriptedLoader(fail=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://t") as http:
+        response = await http.post("/api/v1/models/load", headers=STREAMED,
+                                   json={"model": "acme/cold-model"})
+    assert response.status_code == 200  # the stream had begun
+    events = checked_load_events(response.text)
+    assert events[-1][0] == "error" and "the file is corrupt" in events[-1][1]["error"]["message"]
 
 
 async def test_chat_loads_a_cold_model_and_reports_it(client, loader):

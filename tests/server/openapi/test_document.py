@@ -151,3 +151,20 @@ def test_operations_are_grouped_by_the_api_they_belong_to(document):
     assert tags["POST /api/v0/embeddings"] == ["OpenAI"]  # OpenAI's shape at LM Studio's path
     assert tags["POST /v1/messages"] == tags["POST /v1/messages/count_tokens"] == [
         "Anthropic"]
+
+
+def test_the_parlance_headers_and_the_loads_stream_are_documented(app, document):
+    generation = [openapi_path(route.path) for route in app.router.routes
+                  if isinstance(route, Route)
+                  and isinstance(getattr(route.endpoint, "__self__", None), GenerationHandler)]
+    for path in generation:
+        headers = {p["name"]: p for p in document["paths"][path]["post"]["parameters"]
+                   if p["in"] == "header"}
+        assert set(headers) == {"X-Parlance-Speculative", "X-Parlance-Progress"}, path
+        assert headers["X-Parlance-Progress"]["schema"]["enum"] == ["on", "off"]
+    progress = document["paths"]["/v1/responses"]["post"]["parameters"]
+    assert any("parlance.prompt_progress" in p.get("description", "") for p in progress)
+    load = document["paths"]["/api/v1/models/load"]["post"]
+    assert set(load["responses"]["200"]["content"]) == {"application/json",
+                                                         "text/event-stream"}
+    assert "Accept: text/event-stream" in load["description"]

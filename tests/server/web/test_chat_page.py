@@ -1,8 +1,8 @@
 """The web chat page in headless Chromium against a real server on the fake engine:
 an answer streams, Stop stops it, reasoning and a tool call are drawn, a call to the
-operator's MCP server with its result, a cold model's
-load shows a progress bar, model output cannot run script, a key is asked for, and a
-conversation is kept by the server and opened again. Each state is saved as a
+operator's MCP server with its result, a cold model's load shows a progress bar, so
+does a prompt being evaluated, model output cannot run script, a key is asked for, and
+a conversation is kept by the server and opened again. Each state is saved as a
 screenshot under the directory the run prints (`$PARLANCE_ARTIFACTS`, else
 `tests/.artifacts/`)."""
 
@@ -17,6 +17,7 @@ import pytest
 from parlance.core.events import (
     Finish,
     FinishReason,
+    Progress,
     ToolCallArgs,
     ToolCallEnd,
     ToolCallStart,
@@ -29,7 +30,7 @@ from parlance.server import ServerSettings, create_app
 from tests.support.browser import until
 from tests.support.fake_app import FAKE_SPEC
 from tests.support.live_server import ServerThread
-from tests.support.scripted_models import COLD, GatedLoader
+from tests.support.scripted_models import COLD, GatedLoader, ThreadGate
 
 pytestmark = pytest.mark.browser
 
@@ -148,6 +149,37 @@ def test_a_cold_model_loads_with_a_progress_bar(browser, fake_engine):
     assert 0 < shown < 1 and f"Loading {COLD.id}" in label
     assert "Loaded and ready." in browser.last_answer()
     assert browser.js("return document.getElementById('load').hidden;")
+
+
+PROMPT_BAR = """(() => {
+  const all = document.querySelectorAll('.message.assistant');
+  const waiting = all.length && all[all.length - 1].querySelector('.waiting');
+  const bar = waiting && waiting.querySelector('progress');
+  return bar && bar.value === arguments[0]
+    && {value: bar.value, max: bar.max, label: waiting.innerText};
+})()"""
+
+
+def test_a_prompt_being_evaluated_shows_a_progress_bar(browser, fake_engine):
+    quarter, three_quarters = ThreadGate(), ThreadGate()
+    fake_engine.enqueue(Progress(256, 1024), quarter, Progress(768, 1024), three_quarters,
+                        Progress(1024, 1024), *STREAMED, Finish(FinishReason.STOP),
+                        Usage(1024, len(STREAMED)))
+    with serving(fake_engine) as server:
+        browser.ready(server.base_url)
+        browser.send("Summarise this long document.", FAKE)
+        seen = [browser.wait(PROMPT_BAR, "a quarter of the prompt evaluated", 256)]
+        browser.screenshot("prompt-processing")
+        quarter.open()
+        seen.append(browser.wait(PROMPT_BAR, "three quarters evaluated", 768))
+        three_quarters.open()
+        browser.answered()
+        left = browser.js("return document.querySelectorAll('.message .waiting').length;")
+    assert [(s["value"], s["max"]) for s in seen] == [(256, 1024), (768, 1024)]
+    assert "25% (256 of 1024 tokens)" in seen[0]["label"]
+    assert "75% (768 of 1024 tokens)" in seen[1]["label"]
+    assert left == 0 and ANSWER in browser.last_answer()
+    assert browser.console_errors() == []
 
 
 XSS = ('Look: <img src=x onerror="window.pwned=1"> <script>window.pwned=2</script> '

@@ -1,5 +1,6 @@
 """LM Studio's model objects (`GET /api/v1/models`) and load/unload bodies, from a
-model's facts (`core.model_facts`) and what is loaded. Pure: the server reads the files."""
+model's facts (`core.model_facts`) and what is loaded; the load's answer, and its
+opt-in stream (`LoadEncoder`). Pure: the server reads the files and loads."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from parlance.core.errors import ParlanceError
+from parlance.core.events import ModelLoad
 from parlance.core.model_facts import Capabilities, ModelFacts
+from parlance.dialects.base import Frame
+from parlance.dialects.lmstudio.errors import error_object
+from parlance.dialects.lmstudio.stream import LoadFrames, frame
 from parlance.dialects.shared.wire import WireModel
 
 
@@ -22,6 +28,40 @@ class LoadRequest(WireModel):
     offload_kv_cache_to_gpu: bool | None = None  # no GPU offload here; accepted
     num_experts: int | None = None
     echo_load_config: bool = False
+
+
+def load_answer(instance_id: str, seconds: float, config: dict[str, Any] | None
+                ) -> dict[str, Any]:
+    """What a load answers; `config`: the applied load config, sent only when the
+    request set `echo_load_config`."""
+    out: dict[str, Any] = {"type": "llm", "instance_id": instance_id,
+                           "load_time_seconds": round(seconds, 3), "status": "loaded"}
+    if config is not None:
+        out["load_config"] = config
+    return out
+
+
+class LoadEncoder:
+    """The load as a stream, for a client that asks for one (`Accept:
+    text/event-stream`; LM Studio's load has none, so no client of it ever gets one):
+    the `model_load.*` events of LM Studio's chat stream (start; progress, 0 to 1, while
+    this request's load runs; end with its time), `model_load.end` also carrying in
+    `result` what the load answers without a stream. A load that fails ends with the
+    chat stream's `error` event."""
+
+    def __init__(self, instance_id: str) -> None:
+        self._id = instance_id
+        self._frames = LoadFrames()
+
+    def progress(self, fraction: float) -> list[Frame]:
+        return self._frames.feed(ModelLoad(self._id, fraction))
+
+    def close(self, seconds: float, config: dict[str, Any] | None) -> list[Frame]:
+        return self._frames.feed(ModelLoad(self._id, 1.0, seconds),
+                                 result=load_answer(self._id, seconds, config))
+
+    def fail(self, error: ParlanceError) -> list[Frame]:
+        return [frame("error", error=error_object(error))]
 
 
 class UnloadRequest(WireModel):

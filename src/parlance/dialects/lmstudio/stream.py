@@ -42,7 +42,7 @@ class ChatEventEncoder:
         self._error_object = error_object
         self._acc = Accumulator()
         self._block: str | None = None  # "reasoning" or "message" while one is open
-        self._loading = False
+        self._load = LoadFrames()
         self._prompting = False
 
     def open(self) -> list[Frame]:
@@ -52,7 +52,7 @@ class ChatEventEncoder:
         self._acc.feed(event)
         match event:
             case ModelLoad():
-                return self._load(event)
+                return self._load.feed(event)
             case Progress(done=done, total=total):
                 return self._progress(done, total)
             case ReasoningDelta(text=text) if text:
@@ -98,19 +98,6 @@ class ChatEventEncoder:
 
     # -- blocks -----------------------------------------------------------------
 
-    def _load(self, event: ModelLoad) -> list[Frame]:
-        frames = []
-        if not self._loading:
-            self._loading = True
-            frames.append(frame("model_load.start", model_instance_id=event.model))
-        if event.seconds is None:
-            frames.append(frame("model_load.progress", model_instance_id=event.model,
-                                progress=round(event.progress, 4)))
-        else:
-            frames.append(frame("model_load.end", model_instance_id=event.model,
-                                load_time_seconds=round(event.seconds, 3)))
-        return frames
-
     def _progress(self, done: int, total: int) -> list[Frame]:
         """One start/progress.../end cycle per model call (each tool round has one)."""
         frames = self._enter(None)
@@ -135,4 +122,26 @@ class ChatEventEncoder:
         if block is not None:
             frames.append(frame(f"{block}.start"))
         self._block = block
+        return frames
+
+
+class LoadFrames:
+    """One model load's `model_load.*` frames: `model_load.start` before its first
+    report, a `model_load.progress` per fraction, `model_load.end` with its time (and
+    `extra` fields there: the load endpoint's stream adds its answer)."""
+
+    def __init__(self) -> None:
+        self._started = False
+
+    def feed(self, event: ModelLoad, **extra: Any) -> list[Frame]:
+        frames = []
+        if not self._started:
+            self._started = True
+            frames.append(frame("model_load.start", model_instance_id=event.model))
+        if event.seconds is None:
+            frames.append(frame("model_load.progress", model_instance_id=event.model,
+                                progress=round(event.progress, 4)))
+        else:
+            frames.append(frame("model_load.end", model_instance_id=event.model,
+                                load_time_seconds=round(event.seconds, 3), **extra))
         return frames

@@ -1,31 +1,43 @@
 """LM Studio's model management endpoints: list (`GET /api/v1/models`), load, unload,
 download and download status. Errors use LM Studio's envelope. What a model's facts
 are (`models/facts.py`) and what a download is answered (`models/download_policy.py`)
-is the models layer's."""
+is the models layer's.
+
+A load answers once it is done, as LM Studio's does; a client that asks for a stream
+(`Accept: text/event-stream`) is shown its progress as it runs (`LoadEncoder`), after
+everything that could refuse it was checked (a real HTTP error)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from starlette.requests import Request
 
-from parlance.core.errors import InvalidRequest, ModelNotFound, ResourceNotFound
+from parlance.core.errors import InvalidRequest, ModelNotFound, ParlanceError, ResourceNotFound
+from parlance.dialects.base import Frame
 from parlance.dialects.lmstudio import render_error
 from parlance.dialects.lmstudio.models import (
     DownloadRequest,
+    LoadEncoder,
     LoadRequest,
     UnloadRequest,
+    load_answer,
     model_object,
 )
 from parlance.models.download_policy import no_models_dir, start_download
 from parlance.models.downloads import DownloadManager
 from parlance.models.facts import facts_of
 from parlance.models.headers import file_size
+from parlance.models.registry import ModelSpec
 from parlance.models.served import LoadOptions, ServedModels
 from parlance.server.body.reader import read_wire
 from parlance.server.endpoints.answering import answering
+from parlance.server.generation.loading import ReportedLoad
+from parlance.server.generation.streaming import EventStreamResponse
 from parlance.server.settings import ServerSettings
 
 
@@ -52,7 +64,7 @@ class LMStudioModels:
 
         return {"models": await asyncio.to_thread(objects)}
 
-    async def _load(self, request: Request) -> dict[str, Any]:
+    async def _load(self, request: Request) -> Any:
         body = await read_wire(request, self.settings.max_body_bytes, LoadRequest)
         spec = self.models.spec(body.model)
         options = LoadOptions(body.context_length, body.eval_batch_size, body.parallel)
@@ -61,14 +73,37 @@ class LMStudioModels:
                 None, current.config.get("context_length")):
             self.models.plan(spec, options)  # refused before the loaded one is let go
             await self.models.unload(spec.id)  # a different context: load it afresh
+            current = None
+        if "text/event-stream" in request.headers.get("accept", ""):
+            if current is None:
+                self.models.plan(spec, options)  # refused before the stream starts
+            return EventStreamResponse(
+                self._load_events(spec, options, body.echo_load_config), framing="sse",
+                keepalive_seconds=self.settings.keepalive_seconds, on_close=lambda: None)
         started = time.perf_counter()
         model, _ = await self.models.load(spec, options)
-        out: dict[str, Any] = {"type": "llm", "instance_id": model.spec.id,
-                               "load_time_seconds": round(time.perf_counter() - started, 3),
-                               "status": "loaded"}
-        if body.echo_load_config:
-            out["load_config"] = model.config
-        return out
+        return load_answer(model.spec.id, time.perf_counter() - started,
+                           model.config if body.echo_load_config else None)
+
+    async def _load_events(self, spec: ModelSpec, options: LoadOptions, echo: bool
+                           ) -> AsyncGenerator[Frame, None]:
+        """The load's stream; a client that leaves lets the load run on."""
+        encoder = LoadEncoder(spec.id)
+        started = time.perf_counter()
+        loading = ReportedLoad(lambda report: self.models.load(spec, options, report))
+        try:
+            async with contextlib.aclosing(loading.fractions()) as fractions:
+                async for fraction in fractions:
+                    for frame in encoder.progress(fraction):
+                        yield frame
+            model, _ = loading.task.result()
+        except ParlanceError as exc:
+            for frame in encoder.fail(exc):
+                yield frame
+            return
+        for frame in encoder.close(time.perf_counter() - started,
+                                   model.config if echo else None):
+            yield frame
 
     async def _unload(self, request: Request) -> dict[str, Any]:
         body = await read_wire(request, self.settings.max_body_bytes, UnloadRequest)

@@ -43,7 +43,7 @@ from parlance.server.body.reader import read_json
 from parlance.server.generation.conversations import Conversations
 from parlance.server.generation.keepalive import progress_of
 from parlance.server.generation.loading import LoadingGeneration, call_lease, load_only
-from parlance.server.generation.speculation_header import with_speculation_header
+from parlance.server.generation.parlance_headers import with_parlance_headers
 from parlance.server.generation.streaming import EventStreamResponse
 from parlance.server.generation.supervision import Started, StopSwitch, Supervisor
 from parlance.server.generation.tool_servers import open_tool_servers
@@ -77,7 +77,7 @@ class GenerationHandler:
         supervisor = Supervisor.for_call(request.app, record, self.settings.request_timeout)
         try:
             authorize(request, self.settings.api_keys)
-            call = with_speculation_header(request, await read_json(
+            call = with_parlance_headers(request, await read_json(
                 request, self.settings.max_body_bytes, self.dialect.parse))
             if call.load_only:
                 return await load_only(self.models, self.dialect, call, record)

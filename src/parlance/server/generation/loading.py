@@ -1,6 +1,8 @@
 """Taking a call's model: the lease a call asks for (`call_lease`), a call that only
-loads or unloads its model (`load_only`, Ollama's call without a prompt), and a
-generation that first loads its cold model inside the response (`LoadingGeneration`).
+loads or unloads its model (`load_only`, Ollama's call without a prompt), a
+generation that first loads its cold model inside the response (`LoadingGeneration`),
+and a load's progress as it runs (`ReportedLoad`, which the load endpoint's stream
+shows too).
 
 `LoadingGeneration` is for dialects whose clients see model loads (LM Studio's
 `model_load.*`): the stream begins at once and the load happens inside it, reporting
@@ -12,8 +14,9 @@ one that joins another's load just waits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 from starlette.responses import JSONResponse, Response
 
@@ -25,10 +28,11 @@ from parlance.dialects.base import Call, Dialect, Served
 from parlance.dialects.embedding_base import EmbedCall
 from parlance.engines.base import Generation
 from parlance.models.lease import ModelLease
-from parlance.models.served import LoadOptions, ServedModel, ServedModels
+from parlance.models.served import LoadOptions, Progress, ServedModel, ServedModels
 from parlance.server.http.access_log import AccessRecord
 
 Start = Callable[[ServedModel], Awaitable[Generation]]
+T = TypeVar("T")
 
 
 def call_lease(models: ServedModels, call: Call | EmbedCall) -> ModelLease:
@@ -51,6 +55,49 @@ async def load_only(models: ServedModels, dialect: Dialect[Any], call: Call,
     record.model = name
     served = Served(name, (), load_seconds)
     return JSONResponse(dialect.render(call, served, Accumulator().result))
+
+
+class ReportedLoad(Generic[T]):
+    """A load (`load(report)`) in a task of its own, so that a consumer that leaves
+    never aborts it (another request may be waiting for it, and the model stays
+    loaded); `fractions` are its reports from the loading thread, in steps of a
+    percent (llama.cpp reports every tensor)."""
+
+    def __init__(self, load: Callable[[Progress], Awaitable[T]]) -> None:
+        loop = asyncio.get_running_loop()
+        self._reports: asyncio.Queue[float] = asyncio.Queue()
+
+        def report(fraction: float) -> None:  # called from the loading thread
+            loop.call_soon_threadsafe(self._reports.put_nowait, fraction)
+
+        self.task = asyncio.ensure_future(load(report))
+        # Once nobody waits for it, its outcome is nobody's to report
+        self.task.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+    async def fractions(self, stop: asyncio.Future[Any] | None = None
+                        ) -> AsyncGenerator[float, None]:
+        """The fraction loaded, until the load ends (then `task` has its outcome, and
+        every report it made has been passed on) or `stop` is done."""
+        shown = -1.0
+        ends = {self.task} if stop is None else {self.task, stop}
+        while stop is None or not stop.done():
+            if self._reports.empty():
+                if self.task.done():
+                    return  # (its reports were queued before its end)
+                waiter = asyncio.ensure_future(self._reports.get())
+                try:
+                    await asyncio.wait({waiter, *ends}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                if not waiter.done() or waiter.cancelled():
+                    continue
+                fraction = waiter.result()
+            else:
+                fraction = self._reports.get_nowait()
+            fraction = min(1.0, fraction)
+            if fraction - shown >= 0.01 or (fraction == 1.0 and shown < 1.0):
+                shown = fraction
+                yield fraction
 
 
 class LoadingGeneration:
@@ -76,34 +123,15 @@ class LoadingGeneration:
         return self._events()
 
     async def _events(self) -> AsyncIterator[Event]:
-        loop = asyncio.get_running_loop()
-        shown = -1.0  # llama.cpp reports every tensor: pass on steps of a percent
-        progress: asyncio.Queue[float] = asyncio.Queue()
-
-        def report(fraction: float) -> None:  # called from the loading thread
-            loop.call_soon_threadsafe(progress.put_nowait, fraction)
-
-        loading = asyncio.ensure_future(self._lease.acquire(report))
-        # If our consumer leaves, the load carries on (the model stays loaded); its
-        # outcome is then nobody's to report.
-        loading.add_done_callback(lambda done: done.cancelled() or done.exception())
+        loading = ReportedLoad(self._lease.acquire)
         cancelled = asyncio.ensure_future(self._cancelled.wait())
         try:
-            while not loading.done():
-                if cancelled.done():
-                    return
-                waiter = asyncio.ensure_future(progress.get())
-                try:
-                    await asyncio.wait({waiter, loading, cancelled},
-                                       return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    waiter.cancel()
-                if waiter.done() and not waiter.cancelled():
-                    fraction = min(1.0, waiter.result())
-                    if fraction - shown >= 0.01 or (fraction == 1.0 and shown < 1.0):
-                        shown = fraction
-                        yield ModelLoad(self._model_id, fraction)
-            model = loading.result()
+            async with contextlib.aclosing(loading.fractions(cancelled)) as fractions:
+                async for fraction in fractions:
+                    yield ModelLoad(self._model_id, fraction)
+            if not loading.task.done():
+                return  # cancelled: the load carries on without us
+            model = loading.task.result()
         except ParlanceError as exc:
             yield Failed(exc)
             return

@@ -40,7 +40,7 @@ from parlance.server.generation.conversations import Conversations
 from parlance.server.generation.framing import dumps
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.generation.keepalive import Keepalive, Progress, progress_of
-from parlance.server.generation.speculation_header import with_speculation_header
+from parlance.server.generation.parlance_headers import with_parlance_headers
 from parlance.server.generation.supervision import Supervisor
 from parlance.server.http.access_log import CLIENT_CLOSED, AccessRecord, new_request_id, write
 from parlance.server.http.auth import authorize
@@ -171,7 +171,7 @@ class SocketEndpoint:
             else:
                 supervisor = Supervisor.for_call(websocket.app, record,
                                                  handler.settings.request_timeout)
-                call = with_speculation_header(websocket, call)  # the handshake's
+                call = with_parlance_headers(websocket, call)  # the handshake's
                 started = await handler.start(call, supervisor, conversations)
                 encoder: Encoder = handler.dialect.encoder(started.call, started.served)
                 progress = progress_of(encoder)

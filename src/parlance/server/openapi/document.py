@@ -79,8 +79,10 @@ def _operation(op: Operation, params: list[dict[str, Any]],
                refs: dict[type[BaseModel], dict[str, Any]],
                examples: Mapping[type[BaseModel], dict[str, Any]], keys_required: bool,
                envelopes: tuple[Render, ...]) -> dict[str, Any]:
-    query = [{"name": q.name, "in": "query", "required": False, "schema": q.schema}
-             for q in op.query]
+    query = [{"name": q.name, "in": where, "required": False, "schema": q.schema}
+             | ({"description": q.description} if q.description else {})
+             for where, listed in (("query", op.query), ("header", op.headers))
+             for q in listed]
     errors: list[dict[str, Any]] = []
     for schema in map(envelope_schema, envelopes):
         if schema not in errors:
@@ -96,6 +98,8 @@ def _operation(op: Operation, params: list[dict[str, Any]],
     out: dict[str, Any] = {"tags": [op.tag], "summary": op.summary,
                            "parameters": params + query,
                            "responses": responses}
+    if op.description:
+        out["description"] = op.description
     if op.body is not None:
         body: dict[str, Any] = {"schema": refs[op.body]}
         if op.body in examples:

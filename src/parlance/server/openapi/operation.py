@@ -49,8 +49,12 @@ def either(*contents: Content) -> Content:
 
 @dataclass(frozen=True, slots=True)
 class Query:
+    """An optional parameter of the query string (or, among `Operation.headers`, a
+    request header)."""
+
     name: str
     schema: dict[str, Any]
+    description: str = ""
 
 
 # A dialect package's API, as the document groups operations
@@ -66,6 +70,8 @@ class Operation:
     answer: Content = field(default_factory=lambda: JSON)
     body: type[BaseModel] | None = None
     query: tuple[Query, ...] = ()
+    headers: tuple[Query, ...] = ()  # request headers that change the answer
+    description: str = ""  # what the summary leaves out
     public: bool = False  # answered without an API key
     succeeds: bool = True  # False: every answer is an error (a path with no endpoint)
 

@@ -7,6 +7,7 @@ then `[DONE]`; a background response is queued until its first event."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from parlance.core.errors import Cancelled, EngineFailure, ParlanceError
 from parlance.core.events import (
     Finish,
     FinishReason,
+    Progress,
     ReasoningDelta,
     TextDelta,
     ToolCallArgs,
@@ -24,6 +26,7 @@ from parlance.core.events import (
 )
 from parlance.dialects.base import DONE, Frame, Served
 from parlance.dialects.openai.responses import OpenAIResponses
+from parlance.dialects.openai.responses.stream import PROMPT_PROGRESS
 from tests.support.encoding import body, encoded
 from tests.support.openresponses import check_event
 from tests.support.transcripts import assert_transcript
@@ -156,3 +159,23 @@ def test_a_background_response_is_queued_until_its_first_event():
     assert first[0]["type"] == "response.in_progress"
     assert first[0]["response"]["status"] == "in_progress"
     assert [e["sequence_number"] for e in opened + first] == list(range(len(opened + first)))
+
+
+@pytest.mark.parametrize(("progress", "fields", "shown"), [
+    (True, {}, [{"done": 4, "total": 9}, {"done": 9, "total": 9}]),
+    (False, {}, []),
+    (True, {"background": True}, []),  # followed by others, who never asked
+])
+def test_prompt_progress_only_for_a_call_that_asked(progress, fields, shown):
+    dialect = OpenAIResponses()
+    call = replace(dialect.parse({**HELLO, **fields}), progress=progress)
+    out = [frame for frame in encoded(dialect.encoder(call, SERVED), [
+        Progress(4, 9), Progress(9, 9), TextDelta("Hi"), Finish(FinishReason.STOP),
+        Usage(9, 1)]) if frame.data != DONE]
+    assert [e.data["sequence_number"] for e in out] == list(range(len(out)))
+    ours = [e for e in out if e.data["type"] == PROMPT_PROGRESS]
+    assert [{"done": e.data["done"], "total": e.data["total"]} for e in ours] == shown
+    assert all(e.event == PROMPT_PROGRESS for e in ours)
+    for frame in out:
+        if frame not in ours:
+            check_event(frame.data)

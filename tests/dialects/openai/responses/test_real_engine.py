@@ -1,25 +1,31 @@
 """The Responses API on the REAL engine (SmolLM2-135M, greedy) through the official
 openai SDK with strict validation, every event and object also checked against
-the Open Responses specification; and a client that leaves mid-stream."""
+the Open Responses specification; a client that leaves mid-stream; and a prompt longer
+than one batch reporting its evaluation, chunk by chunk, to a client that asked."""
 
 from __future__ import annotations
 
 import json
+import secrets
 
 import httpx
 import openai
 import pytest
 
+from parlance.dialects.openai.responses.stream import PROMPT_PROGRESS
+from parlance.engines.llamacpp.model import ContextSettings
 from tests.support.live_server import ServerThread
 from tests.support.openresponses import check_response, checked_events
 from tests.support.real_engine import (
     MODEL_ID,
     PATIENCE,
     asgi_client,
+    local_engine_only,
     make_app,
     never_ending,
     wait_idle,
 )
+from tests.support.sse import sse_data
 
 pytestmark = pytest.mark.model
 
@@ -148,3 +154,24 @@ async def test_client_leaving_mid_stream_stores_cancelled_and_frees_the_slot(lla
             stored = (await http.get(f"/v1/responses/{response_id}")).json()
     assert stored["status"] == "cancelled"
     check_response(stored)
+
+
+@local_engine_only("an upstream reports a prompt's evaluation as 0 of 1, then 1 of 1")
+async def test_a_prompt_longer_than_a_batch_reports_each_chunk_when_asked(llama):
+    # Words nothing before used (no prefix of it is cached): several batches of tokens
+    words = " ".join(secrets.token_hex(3) for _ in range(ContextSettings().n_batch))
+    body = {"model": MODEL_ID, "input": f"Count these words: {words}", "stream": True,
+            "max_output_tokens": 16, "temperature": 0}
+    async with asgi_client(make_app(llama)) as http:
+        answer = await http.post("/v1/responses", json=body,
+                                 headers={"X-Parlance-Progress": "on"})
+    assert answer.status_code == 200, answer.text[:500]
+    events = [e for e in sse_data(answer.text) if e != "[DONE]"]
+    steps = [(e["done"], e["total"]) for e in events if e["type"] == PROMPT_PROGRESS]
+    total = events[-1]["response"]["usage"]["input_tokens"]
+    assert len(steps) >= 2 and total > ContextSettings().n_batch
+    assert {t for _, t in steps} == {total} and steps[-1][0] == total
+    assert [d for d, _ in steps] == sorted({d for d, _ in steps})  # each chunk once, in order
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    checked_events("\n\n".join(b for b in answer.text.split("\n\n")
+                                 if PROMPT_PROGRESS not in b))

@@ -3,14 +3,20 @@
 `response.queued` first for a background response, until its generation starts),
 then each output item opened and closed in turn, exactly one terminal event
 (`response.completed`, `response.incomplete` at the output cap, `response.failed`, or
-`response.incomplete` for a cancelled response), then `data: [DONE]`."""
+`response.incomplete` for a cancelled response), then `data: [DONE]`.
+
+A client that opts in (`Call.progress`, the X-Parlance-Progress header) is also sent
+`parlance.prompt_progress` (`done` of `total` prompt tokens evaluated, numbered with the
+rest) while each model call's prompt is evaluated: a type of Parlance's own, which no
+client that did not ask ever sees. A background response never has it: its frames are
+kept for anyone who follows it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from parlance.core.errors import Cancelled, ParlanceError
-from parlance.core.events import Event, Finish, FinishReason, Usage
+from parlance.core.events import Event, Finish, FinishReason, Progress, Usage
 from parlance.dialects.base import DONE, Frame, Served
 from parlance.dialects.openai.responses.request import ResponsesCall
 from parlance.dialects.openai.responses.result import (
@@ -19,6 +25,8 @@ from parlance.dialects.openai.responses.result import (
     terminal_event,
 )
 from parlance.dialects.openai.responses.sealed import Sealer
+
+PROMPT_PROGRESS = "parlance.prompt_progress"
 
 
 class ResponsesEncoder:
@@ -30,6 +38,7 @@ class ResponsesEncoder:
         self._usage: Usage | None = None
         self._reason: FinishReason | None = None
         self._queued = call.body.background  # until its first event
+        self._progress = call.progress and not call.body.background
         self.final: dict[str, Any] | None = None  # the terminal response, once sent
 
     def _frame(self, kind: str, fields: dict[str, Any]) -> Frame:
@@ -82,6 +91,8 @@ class ResponsesEncoder:
                 self._reason = reason
                 return self._frames(self._builder.close(
                     incomplete=reason is FinishReason.LENGTH))
+            case Progress(done=done, total=total) if self._progress:
+                return [self._frame(PROMPT_PROGRESS, {"done": done, "total": total})]
         return self._frames(self._builder.feed(event))
 
     def close(self) -> list[Frame]:

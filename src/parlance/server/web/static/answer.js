@@ -28,7 +28,9 @@ export class AnswerView {
     this.blocks = new Map();
     this.unrendered = null; // the text block whose markdown is still to be drawn
     this.frame = null;
-    this.waiting = element("div", "progress waiting", "Processing the prompt…");
+    this.waiting = element("div", "progress waiting");
+    this.waiting.append(element("span", "", "Processing the prompt…"),
+      element("progress", "prompt-bar"));
     this.node.append(this.waiting);
     messages().append(this.node);
     this.scroll();
@@ -41,6 +43,24 @@ export class AnswerView {
 
   started() {
     this.waiting.remove();
+  }
+
+  /** `done` of `total` prompt tokens evaluated: a determinate bar until output begins;
+   * a later model call of the turn (after a tool's result) shows its own again. */
+  promptProgress(done, total) {
+    if (!this.waiting.isConnected) {
+      if (done >= total) return;
+      this.node.append(this.waiting);
+    }
+    const bar = this.waiting.querySelector("progress");
+    bar.max = total;
+    bar.value = done;
+    // (an engine that cannot count an upstream's prompt tokens reports 0 of 1, 1 of 1)
+    const tokens = total > 1 ? ` (${done} of ${total} tokens)` : "";
+    const percent = total > 0 ? Math.floor((100 * done) / total) : 100;
+    this.waiting.querySelector("span").textContent =
+      `Processing the prompt: ${percent}%${tokens}`;
+    this.scroll();
   }
 
   reasoning(index) {

@@ -48,10 +48,10 @@ export async function json(path, options) {
   return (await api(path, options)).json();
 }
 
-export function postJSON(path, body, signal) {
+export function postJSON(path, body, signal, headers = {}) {
   return api(path, {
     method: "POST", signal, body: JSON.stringify(body),
-    headers: { "Content-Type": "application/json" },
+    headers: { "Content-Type": "application/json", ...headers },
   });
 }
 

@@ -1,10 +1,13 @@
 // One turn of a conversation through the Responses API: `stream: true`, `store: true`,
 // and `previous_response_id` so the server keeps the history. The stream's events are
-// drawn into an AnswerView as they arrive.
+// drawn into an AnswerView as they arrive. `X-Parlance-Progress: on` asks the server for
+// its own `parlance.prompt_progress` events (prompt tokens evaluated of the total),
+// which the Responses API has no event for.
 
 import { postJSON, serverEvents } from "./api.js";
 
 const ENDED = new Set(["response.completed", "response.incomplete", "response.failed"]);
+const PROGRESS = { "X-Parlance-Progress": "on" };
 
 /** The request body of a turn from the page's settings. */
 export function turnBody(settings, input, previousId) {
@@ -35,7 +38,7 @@ export async function runTurn(body, view, signal) {
     status: result.status,
   });
   try {
-    const response = await postJSON("/v1/responses", body, signal);
+    const response = await postJSON("/v1/responses", body, signal, PROGRESS);
     for await (const { event, data } of serverEvents(response)) {
       const type = data.type || event;
       if (type === "error") throw new Error(data.message || (data.error && data.error.message));
@@ -60,6 +63,9 @@ export async function runTurn(body, view, signal) {
 function drawEvent(type, data, view, firstOutput) {
   const index = data.output_index;
   switch (type) {
+    case "parlance.prompt_progress":
+      view.promptProgress(data.done, data.total);
+      break;
     case "response.output_item.added":
       if (data.item.type === "function_call" || data.item.type === "mcp_call") {
         firstOutput();

@@ -1,5 +1,7 @@
-"""`X-Parlance-Speculative: off` opts one request out of speculative decoding on any
-route; a value that is neither on nor off is a 400 in the route's own envelope."""
+"""The Parlance headers on any route: `X-Parlance-Speculative: off` opts one request out
+of speculative decoding; a value of it or of `X-Parlance-Progress` that is neither on
+nor off is a 400 in the route's own envelope (what progress shows is the Responses
+dialect's: `tests/dialects/openai/responses/test_progress.py`)."""
 
 from __future__ import annotations
 
@@ -37,9 +39,17 @@ async def test_the_header_sets_the_requests_speculation(path, header, speculativ
 
 
 @pytest.mark.parametrize("path", list(BODIES))
-async def test_an_unknown_value_is_refused_in_the_routes_envelope(path):
+@pytest.mark.parametrize("header", ["X-Parlance-Speculative", "X-Parlance-Progress"])
+async def test_an_unknown_value_is_refused_in_the_routes_envelope(path, header):
     engine = FakeEngine()
-    response = await post(engine, path, {"X-Parlance-Speculative": "eagle"})
+    response = await post(engine, path, {header: "eagle"})
     assert response.status_code == 400
-    assert "X-Parlance-Speculative" in checked_error(path, response)["message"]
+    assert header in checked_error(path, response)["message"]
     assert engine.requests == []
+
+
+@pytest.mark.parametrize("path", list(BODIES))
+async def test_progress_is_accepted_on_every_route(path):
+    engine = FakeEngine()
+    response = await post(engine, path, {"X-Parlance-Progress": "on"})
+    assert response.status_code == 200, response.text
