@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 MAX_DRAFT = 8  # tokens a sequence may draft in one step
 MIN_N, MAX_N = 1, 3  # the n-grams looked up, longest first
+MATCH_CAP = 32  # tokens a match's length is counted to
 
 
 class NgramDrafter:
@@ -73,11 +74,25 @@ class NgramDrafter:
         longest suffix of the context seen before; [] when none was."""
         if limit <= 0:
             return []
+        start = self.source()
+        return [] if start is None else self.tokens[start:start + limit]
+
+    def source(self) -> int | None:
+        """Where the continuation of the context's longest suffix seen before starts."""
         for n in range(self.max_n, self.min_n - 1, -1):
             start = self._match.get(n)
             if start is not None:
-                return self.tokens[start:start + limit]
-        return []
+                return start
+        return None
+
+    def match_length(self, start: int, cap: int = MATCH_CAP) -> int:
+        """How many tokens before `start` equal the context's last ones (at most `cap`):
+        how much of the context the draft's source agrees with."""
+        tokens, end = self.tokens, len(self.tokens)
+        n = 0
+        while n < cap and n < start and tokens[start - 1 - n] == tokens[end - 1 - n]:
+            n += 1
+        return n
 
 
 class DraftLength:

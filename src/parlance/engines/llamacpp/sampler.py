@@ -60,6 +60,22 @@ class SamplerChain:
         logits[ids] = saved
         return token
 
+    def picks(self, model: LlamaModel, first: int, count: int) -> list[int] | None:
+        """The greedy token of each of `count` consecutive output rows from `first`, in
+        one pass over their logits (what `sample` would pick from each); None when this
+        chain samples (each row must then go through it in order)."""
+        if not self._greedy:
+            return None
+        rows = model.logits_rows(first, count)
+        if not self._bias.size:
+            return rows.argmax(axis=1).tolist()  # type: ignore[no-any-return]
+        ids = self._bias_ids
+        saved = rows[:, ids]
+        np.add.at(rows, (slice(None), ids), self._bias)
+        picked: list[int] = rows.argmax(axis=1).tolist()
+        rows[:, ids] = saved
+        return picked
+
     def accept(self, token: int) -> None:
         """A token the engine chose itself (not sampled) joins the chain's history."""
         if not self._greedy:

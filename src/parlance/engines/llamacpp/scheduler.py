@@ -260,7 +260,10 @@ class Scheduler:
     def _step(self) -> None:
         batch = self._batch
         batch.clear()
-        decoding = [s for g in self._active for s in g.sequences if s.pending is not None]
+        # In slot order: with a KV stream per slot llama.cpp evaluates together only
+        # sequences of consecutive ids in batch order (one pass over the weights each).
+        decoding = sorted((s for g in self._active for s in g.sequences
+                           if s.pending is not None), key=lambda s: s.slot)
         rows = []
         for seq, draft in zip(decoding, self._drafts(decoding), strict=True):
             row = batch.add(seq.pending, seq.n_past, seq.slot, output=True)  # type: ignore[arg-type]
@@ -334,11 +337,13 @@ class Scheduler:
         tokens the sequence's own sampling confirms, one row each, and remove the
         cells of the rest."""
         slot = self.slots.slots[seq.slot]
+        # Greedy picks every row's token in one pass; a sampling chain goes row by row.
+        picks = seq.sampler.picks(self.model, row, len(draft) + 1) if draft else None
 
         def sample(position: int) -> int | None:
             slot.tokens.append(seq.pending)  # type: ignore[arg-type]
             seq.n_past += 1
-            self._sample(seq, row + position)
+            self._sample(seq, row + position, None if picks is None else picks[position])
             return seq.pending
 
         accepted = verify(draft, sample)
@@ -348,9 +353,9 @@ class Scheduler:
             llama_cpp.llama_memory_seq_rm(self.model.memory, seq.slot, seq.n_past, -1)
         self.speculator.record(seq.draft, len(draft), accepted)  # type: ignore[arg-type]
 
-    def _sample(self, seq: Sequence, row: int) -> None:
+    def _sample(self, seq: Sequence, row: int, picked: int | None = None) -> None:
         before, generated = seq.last_token_at, seq.generated
-        seq.sample(row)
+        seq.sample(row, picked)
         metrics = self.metrics
         metrics.tokens_generated += seq.generated - generated
         now = seq.last_token_at

@@ -1,0 +1,324 @@
+"""Where speculative decoding's time goes, counted so that the machine's load does not
+change the answer.
+
+Two measurements, both of CPU time on one thread (`--threads 1` by default: with two,
+ggml's threads spin at their barriers and a busy machine's CPU time is mostly waiting):
+
+* **rows** – what one `llama_decode` costs by its rows: one sequence `--context` tokens
+  into its cache decodes 1, 2, 3, … rows at once (what a draft of rows - 1 tokens
+  costs to verify), then the same with 2, 4 and 8 sequences of one row each and of
+  several rows each. CPU seconds per step (median of `--repeats`) and the ratio to
+  one row.
+* **counts** – the engine in this process, with drafts (`--speculative ngram`) and
+  without them in the same layout (`--batch-invariant`), on bench/speculative.py's
+  workloads, greedy. Per emitted token: `llama_decode` calls, rows, the ubatches
+  llama.cpp splits each batch into (with a KV stream per sequence it evaluates
+  together only sequences of consecutive ids with the same number of rows: each
+  ubatch reads every weight again), drafts made and accepted, and the scheduler
+  thread's CPU time inside `llama_decode`, drafting, verification (sampling each row,
+  the events), KV removal and everything else in a step. The CPU time per token
+  with drafts over without is the speedup one thread sees.
+
+Run: `.venv/bin/python bench/speculation_counts.py [rows|counts|both] [--tokens 128]
+[--workloads code-edit,prose] [--streams 1,8]`. Rates in tok/s are not printed on
+purpose: bench/speculative.py measures those, on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+
+sys.path.insert(0, str(Path(__file__).parent))
+from speculative import WORKLOADS, prompts  # noqa: E402
+
+from parlance.core.events import Finish  # noqa: E402
+from parlance.core.messages import Message  # noqa: E402
+from parlance.core.request import ChatInput, GenerationRequest, SamplingParams  # noqa: E402
+from parlance.engines.llamacpp import LlamaCppEngine  # noqa: E402
+from parlance.engines.llamacpp.batch import Batch  # noqa: E402
+from parlance.engines.llamacpp.drafting import NgramDrafter  # noqa: E402
+from parlance.engines.llamacpp.model import ContextSettings, LlamaModel  # noqa: E402
+from parlance.engines.llamacpp.scheduler import Scheduler  # noqa: E402
+from parlance.engines.llamacpp.sequence import Sequence  # noqa: E402
+from parlance.engines.llamacpp.speculation import DEFAULT_SPECULATION, Speculator  # noqa: E402
+from parlance.models.registry import DEFAULT_MODEL, builtin_registry  # noqa: E402
+
+PATH = builtin_registry()[DEFAULT_MODEL].locate()
+SLOTS = 8
+N_CTX = 4096
+
+
+# -- rows: what a step costs by its shape ------------------------------------------------
+
+
+def step_cost(model: LlamaModel, batch: Batch, shape: list[int], context: int,
+              repeats: int, clock: Callable[[], float]) -> float:
+    """Median seconds (CPU or wall) of one decode of `shape[s]` rows for sequence s,
+    each sequence `context` tokens into its cache; the rows are removed after each."""
+    seconds = []
+    for _ in range(repeats):
+        batch.clear()
+        for seq, rows in enumerate(shape):
+            for i in range(rows):
+                batch.add(100 + i, context + i, seq, output=True)
+        started = clock()
+        if batch.decode(model.ctx) != 0:
+            raise RuntimeError("llama_decode failed")
+        seconds.append(clock() - started)
+        for seq in range(len(shape)):
+            llama_cpp.llama_memory_seq_rm(model.memory, seq, context, -1)
+    return statistics.median(seconds)
+
+
+def rows_table(args: argparse.Namespace) -> None:
+    settings = ContextSettings(n_ctx=2048, n_threads=args.threads, parallel=SLOTS,
+                               batch_invariant=not args.default_layout)
+    model = LlamaModel(PATH, settings)
+    batch = Batch(settings.n_batch)
+    try:
+        context = args.context
+        prefix = model.tokenize(WORKLOADS["summary"], add_special=True,
+                                parse_special=False)[:context]
+        context = len(prefix)
+        batch.clear()
+        for pos, token in enumerate(prefix):
+            batch.add(token, pos, 0, output=pos == context - 1)
+        if batch.decode(model.ctx) != 0:
+            raise RuntimeError("llama_decode failed")
+        for seq in range(1, SLOTS):
+            llama_cpp.llama_memory_seq_cp(model.memory, 0, seq, -1, -1)
+        layout = "default" if args.default_layout else "batch-invariant"
+        clock = time.perf_counter if args.wall else time.thread_time
+        what = "wall-clock" if args.wall else "CPU"
+        print(f"rows: {what} ms per llama_decode, {layout} layout, {args.threads} thread(s), "
+              f"{context} tokens of context per sequence, median of {args.repeats} "
+              f"(load average {os.getloadavg()[0]:.1f})")
+        one = step_cost(model, batch, [1], context, args.repeats, clock)
+        shapes: list[tuple[str, list[int]]] = [
+            (f"1 sequence × {r} rows", [r]) for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24,
+                                                       32, 48, 64)]
+        for n in (2, 4, 8):
+            shapes += [(f"{n} sequences × {r} rows", [r] * n) for r in (1, 2, 3, 5)]
+        shapes += [("2 sequences × 1, 5 rows", [1, 5]), ("4 sequences × 1, 1, 1, 5 rows",
+                                                          [1, 1, 1, 5])]
+        for label, shape in shapes:
+            cost = step_cost(model, batch, shape, context, args.repeats, clock)
+            print(f"  {label:32} {1000 * cost:8.2f} ms  {cost / one:6.2f}× one row  "
+                  f"{1000 * cost / sum(shape):7.2f} ms a row")
+    finally:
+        batch.free()
+        model.close()
+
+
+# -- counts: one workload through the engine -------------------------------------------------
+
+
+def ubatches(seq_ids: list[int], n_ubatch: int) -> int:
+    """How many ubatches llama.cpp splits a batch into when each sequence has its own KV
+    stream (llama_batch_allocr::split_equal, sequential): a ubatch takes sequences of
+    consecutive ids in batch order, the same number of tokens of each."""
+    left: dict[int, int] = Counter(seq_ids)
+    order = list(dict.fromkeys(seq_ids))
+    count = 0
+    while any(left.values()):
+        chosen: list[int] = []
+        for seq in order:
+            if left[seq] and (not chosen or seq == chosen[-1] + 1):
+                chosen.append(seq)
+        take = min(left[s] for s in chosen)
+        take = max(1, min(take, n_ubatch // len(chosen)))
+        for seq in chosen:
+            left[seq] -= take
+        count += 1
+    return count
+
+
+@dataclass
+class Tally:
+    decodes: int = 0
+    rows: int = 0
+    ubatches: int = 0
+    drafts: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    lengths: Counter[int] = field(default_factory=Counter)
+    seconds: Counter[str] = field(default_factory=Counter)
+    # by the length of the match the draft came from: drafts, tokens drafted, kept
+    by_match: dict[int, list[int]] = field(default_factory=dict)
+
+    def add(self, part: str, seconds: float) -> None:
+        self.seconds[part] += seconds
+
+
+TALLY = Tally()
+MATCHES: dict[int, int] = {}  # drafter → its last proposal's match length
+MATCH_BUCKETS = (32, 16, 8, 4, 3, 2, 1, 0)
+_depth: list[str] = []
+
+
+@contextmanager
+def timed(part: str) -> Iterator[None]:
+    """CPU time of `part`, exclusive of the parts timed inside it."""
+    _depth.append(part)
+    started = time.thread_time()
+    inner_before = TALLY.seconds[f"({part} inner)"]
+    try:
+        yield
+    finally:
+        _depth.pop()
+        spent = time.thread_time() - started
+        inner = TALLY.seconds[f"({part} inner)"] - inner_before
+        TALLY.add(part, spent - inner)
+        if _depth:
+            TALLY.add(f"({_depth[-1]} inner)", spent)
+
+
+def wrap(owner: Any, name: str, part: str, before: Callable[..., None] | None = None) -> None:
+    original = getattr(owner, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if before is not None:
+            before(*args, **kwargs)
+        with timed(part):
+            return original(*args, **kwargs)
+
+    setattr(owner, name, wrapper)
+
+
+def instrument() -> None:
+    def decoding(batch: Batch, _ctx: Any) -> None:
+        ptr = batch._ptr
+        seqs = [ptr.seq_id[i][0] for i in range(batch.size)]
+        TALLY.decodes += 1
+        TALLY.rows += batch.size
+        TALLY.ubatches += ubatches(seqs, batch.capacity)
+
+    def recorded(_self: Speculator, state: Any, drafted: int, accepted: int) -> None:
+        TALLY.drafts += 1
+        TALLY.drafted += drafted
+        TALLY.accepted += accepted
+        TALLY.lengths[drafted] += 1
+        bucket = next(b for b in MATCH_BUCKETS if MATCHES.get(id(state.drafter), 0) >= b)
+        counts = TALLY.by_match.setdefault(bucket, [0, 0, 0])
+        counts[0] += 1
+        counts[1] += drafted
+        counts[2] += accepted
+
+    original_propose = NgramDrafter.propose
+
+    def propose(self: NgramDrafter, limit: int) -> list[int]:
+        start = self.source()
+        MATCHES[id(self)] = 0 if start is None else self.match_length(start)
+        return original_propose(self, limit)
+
+    NgramDrafter.propose = propose  # type: ignore[method-assign]
+
+    wrap(Batch, "decode", "llama_decode", decoding)
+    wrap(Scheduler, "_step", "step (the rest)")
+    wrap(Scheduler, "_drafts", "drafting")
+    wrap(Scheduler, "_advance", "verification")
+    wrap(Sequence, "sample", "sampling + events")
+    wrap(Speculator, "record", "verification", recorded)
+    wrap(llama_cpp, "llama_memory_seq_rm", "KV removal")
+
+
+def request(text: str, tokens: int, speculative: bool) -> GenerationRequest:
+    return GenerationRequest(
+        model=DEFAULT_MODEL, prompts=(ChatInput(messages=(Message("user", text),)),),
+        sampling=SamplingParams(temperature=0.0), max_tokens=tokens, speculative=speculative)
+
+
+async def run(engine: LlamaCppEngine, workload: str, streams: int, tokens: int,
+              speculative: bool) -> tuple[Tally, int, list[tuple[int, ...]]]:
+    global TALLY
+    await engine.clear_cache()
+    TALLY = Tally()
+    generations = [await engine.start(request(text, tokens, speculative))
+                   for text in prompts(workload, streams)]
+    answers: list[tuple[int, ...]] = []
+    for generation in generations:
+        answers += [e.token_ids or () async for e in generation if isinstance(e, Finish)]
+    return TALLY, sum(map(len, answers)), answers
+
+
+def report(label: str, tally: Tally, emitted: int) -> float:
+    per = 1 / max(1, emitted)
+    cpu = sum(v for k, v in tally.seconds.items() if not k.startswith("("))
+    parts = ", ".join(f"{k} {1000 * v * per:.2f}" for k, v in sorted(
+        tally.seconds.items(), key=lambda kv: -kv[1]) if not k.startswith("("))
+    lengths = " ".join(f"{n}:{c}" for n, c in sorted(tally.lengths.items()))
+    print(f"  {label}: {emitted} tokens; per token {tally.decodes * per:.3f} decodes, "
+          f"{tally.rows * per:.2f} rows, {tally.ubatches * per:.3f} ubatches; "
+          f"drafts {tally.drafts} ({tally.accepted}/{tally.drafted} tokens kept"
+          f"{f', {100 * tally.accepted / tally.drafted:.0f}%' if tally.drafted else ''}); "
+          f"lengths {lengths or '–'}")
+    print(f"    CPU ms per token {1000 * cpu * per:.2f}: {parts}")
+    if tally.by_match:
+        print("    by match length (drafts, kept/drafted): " + ", ".join(
+            f"≥{b}: {d} {k}/{t}" for b, (d, t, k) in sorted(tally.by_match.items())))
+    return cpu * per
+
+
+async def counts(args: argparse.Namespace) -> None:
+    instrument()
+    settings = ContextSettings(n_ctx=N_CTX, n_threads=args.threads, parallel=SLOTS,
+                               batch_invariant=True)
+    spec = (replace(DEFAULT_SPECULATION, step_tokens=args.step_tokens) if args.step_tokens
+            else DEFAULT_SPECULATION)
+    engine = await asyncio.to_thread(LlamaCppEngine.load, PATH, settings, speculative=spec)
+    print(f"counts: {args.threads} thread(s), greedy, up to {args.tokens} tokens "
+          f"(load average {os.getloadavg()[0]:.1f})")
+    try:
+        for workload in args.workloads.split(","):
+            for streams in (int(s) for s in args.streams.split(",")):
+                print(f"{workload} × {streams}:")
+                off, off_tokens, off_answers = await run(engine, workload, streams,
+                                                         args.tokens, False)
+                on, on_tokens, on_answers = await run(engine, workload, streams,
+                                                      args.tokens, True)
+                base = report("off (same layout)", off, off_tokens)
+                with_ = report("drafts", on, on_tokens)
+                same = "identical" if on_answers == off_answers else "DIFFERENT"
+                print(f"    CPU time per token, off / drafts: {base / with_:.2f}×; "
+                      f"greedy tokens {same}")
+    finally:
+        await engine.aclose()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", nargs="?", default="both", choices=("rows", "counts", "both"))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--streams", default="1,8")
+    parser.add_argument("--context", type=int, default=400)
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--step-tokens", type=int, default=0)
+    parser.add_argument("--wall", action="store_true",
+                        help="rows: the wall clock (for --threads 2 on a quiet machine)")
+    parser.add_argument("--default-layout", action="store_true",
+                        help="rows: llama.cpp's KV layout instead of the invariant one")
+    args = parser.parse_args()
+    if args.what in ("rows", "both"):
+        rows_table(args)
+    if args.what in ("counts", "both"):
+        asyncio.run(counts(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
