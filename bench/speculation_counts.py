@@ -49,14 +49,20 @@ from parlance.core.messages import Message  # noqa: E402
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams  # noqa: E402
 from parlance.engines.llamacpp import LlamaCppEngine  # noqa: E402
 from parlance.engines.llamacpp.batch import Batch  # noqa: E402
-from parlance.engines.llamacpp.drafting import NgramDrafter  # noqa: E402
+from parlance.engines.llamacpp.drafting import Acceptance  # noqa: E402
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel  # noqa: E402
 from parlance.engines.llamacpp.scheduler import Scheduler  # noqa: E402
 from parlance.engines.llamacpp.sequence import Sequence  # noqa: E402
-from parlance.engines.llamacpp.speculation import DEFAULT_SPECULATION, Speculator  # noqa: E402
+from parlance.engines.llamacpp.speculation import (  # noqa: E402
+    DEFAULT_SPECULATION,
+    SequenceDraft,
+    Speculator,
+)
+from parlance.engines.llamacpp.step_cost import StepCost, ubatches  # noqa: E402
 from parlance.models.registry import DEFAULT_MODEL, builtin_registry  # noqa: E402
 
 PATH = builtin_registry()[DEFAULT_MODEL].locate()
+COST = StepCost()  # what the scheduler's planner assumes a step costs
 SLOTS = 8
 N_CTX = 4096
 
@@ -126,31 +132,12 @@ def rows_table(args: argparse.Namespace) -> None:
 # -- counts: one workload through the engine -------------------------------------------------
 
 
-def ubatches(seq_ids: list[int], n_ubatch: int) -> int:
-    """How many ubatches llama.cpp splits a batch into when each sequence has its own KV
-    stream (llama_batch_allocr::split_equal, sequential): a ubatch takes sequences of
-    consecutive ids in batch order, the same number of tokens of each."""
-    left: dict[int, int] = Counter(seq_ids)
-    order = list(dict.fromkeys(seq_ids))
-    count = 0
-    while any(left.values()):
-        chosen: list[int] = []
-        for seq in order:
-            if left[seq] and (not chosen or seq == chosen[-1] + 1):
-                chosen.append(seq)
-        take = min(left[s] for s in chosen)
-        take = max(1, min(take, n_ubatch // len(chosen)))
-        for seq in chosen:
-            left[seq] -= take
-        count += 1
-    return count
-
-
 @dataclass
 class Tally:
     decodes: int = 0
     rows: int = 0
     ubatches: int = 0
+    modelled: float = 0.0  # step_cost.StepCost of the decoding rows, in one-row steps
     drafts: int = 0
     drafted: int = 0
     accepted: int = 0
@@ -164,8 +151,6 @@ class Tally:
 
 
 TALLY = Tally()
-MATCHES: dict[int, int] = {}  # drafter → its last proposal's match length
-MATCH_BUCKETS = (32, 16, 8, 4, 3, 2, 1, 0)
 _depth: list[str] = []
 
 
@@ -201,30 +186,29 @@ def wrap(owner: Any, name: str, part: str, before: Callable[..., None] | None = 
 def instrument() -> None:
     def decoding(batch: Batch, _ctx: Any) -> None:
         ptr = batch._ptr
-        seqs = [ptr.seq_id[i][0] for i in range(batch.size)]
+        per_seq = Counter(ptr.seq_id[i][0] for i in range(batch.size))
+        slots = sorted(per_seq)
+        rows = [per_seq[s] for s in slots]
         TALLY.decodes += 1
         TALLY.rows += batch.size
-        TALLY.ubatches += ubatches(seqs, batch.capacity)
+        TALLY.ubatches += len(ubatches(slots, rows))
+        # Decoding rows have logits; a prompt chunk's have none but its last.
+        out = Counter(ptr.seq_id[i][0] for i in range(batch.size) if ptr.logits[i])
+        decoding = [s for s in slots if out[s] == per_seq[s]]
+        if decoding:
+            TALLY.modelled += COST.batch(decoding, [per_seq[s] for s in decoding])
 
-    def recorded(_self: Speculator, state: Any, drafted: int, accepted: int) -> None:
+    def recorded(_self: Speculator, state: SequenceDraft, drafted: int,
+                 accepted: int) -> None:
         TALLY.drafts += 1
         TALLY.drafted += drafted
         TALLY.accepted += accepted
         TALLY.lengths[drafted] += 1
-        bucket = next(b for b in MATCH_BUCKETS if MATCHES.get(id(state.drafter), 0) >= b)
+        bucket = Acceptance.BUCKETS[Acceptance.bucket(state.match)]
         counts = TALLY.by_match.setdefault(bucket, [0, 0, 0])
         counts[0] += 1
         counts[1] += drafted
         counts[2] += accepted
-
-    original_propose = NgramDrafter.propose
-
-    def propose(self: NgramDrafter, limit: int) -> list[int]:
-        start = self.source()
-        MATCHES[id(self)] = 0 if start is None else self.match_length(start)
-        return original_propose(self, limit)
-
-    NgramDrafter.propose = propose  # type: ignore[method-assign]
 
     wrap(Batch, "decode", "llama_decode", decoding)
     wrap(Scheduler, "_step", "step (the rest)")
@@ -265,7 +249,8 @@ def report(label: str, tally: Tally, emitted: int) -> float:
           f"drafts {tally.drafts} ({tally.accepted}/{tally.drafted} tokens kept"
           f"{f', {100 * tally.accepted / tally.drafted:.0f}%' if tally.drafted else ''}); "
           f"lengths {lengths or '–'}")
-    print(f"    CPU ms per token {1000 * cpu * per:.2f}: {parts}")
+    print(f"    CPU ms per token {1000 * cpu * per:.2f}: {parts}; "
+          f"decoding's modelled cost {tally.modelled * per:.3f} one-row steps a token")
     if tally.by_match:
         print("    by match length (drafts, kept/drafted): " + ", ".join(
             f"≥{b}: {d} {k}/{t}" for b, (d, t, k) in sorted(tally.by_match.items())))
@@ -276,7 +261,7 @@ async def counts(args: argparse.Namespace) -> None:
     instrument()
     settings = ContextSettings(n_ctx=N_CTX, n_threads=args.threads, parallel=SLOTS,
                                batch_invariant=True)
-    spec = (replace(DEFAULT_SPECULATION, step_tokens=args.step_tokens) if args.step_tokens
+    spec = (replace(DEFAULT_SPECULATION, max_draft=args.max_draft) if args.max_draft
             else DEFAULT_SPECULATION)
     engine = await asyncio.to_thread(LlamaCppEngine.load, PATH, settings, speculative=spec)
     print(f"counts: {args.threads} thread(s), greedy, up to {args.tokens} tokens "
@@ -292,8 +277,9 @@ async def counts(args: argparse.Namespace) -> None:
                 base = report("off (same layout)", off, off_tokens)
                 with_ = report("drafts", on, on_tokens)
                 same = "identical" if on_answers == off_answers else "DIFFERENT"
-                print(f"    CPU time per token, off / drafts: {base / with_:.2f}×; "
-                      f"greedy tokens {same}")
+                modelled = (off.modelled / max(1, off_tokens)) / (on.modelled / max(1, on_tokens))
+                print(f"    per token, off / drafts: CPU time {base / with_:.2f}×, modelled "
+                      f"two-thread cost {modelled:.2f}×; greedy tokens {same}")
     finally:
         await engine.aclose()
 
@@ -307,7 +293,7 @@ def main() -> int:
     parser.add_argument("--streams", default="1,8")
     parser.add_argument("--context", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--step-tokens", type=int, default=0)
+    parser.add_argument("--max-draft", type=int, default=0)
     parser.add_argument("--wall", action="store_true",
                         help="rows: the wall clock (for --threads 2 on a quiet machine)")
     parser.add_argument("--default-layout", action="store_true",

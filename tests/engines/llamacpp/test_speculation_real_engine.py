@@ -101,20 +101,35 @@ async def test_drafts_are_made_and_accepted_on_text_that_repeats_itself(engine):
     assert counters(engine) == before  # the opt-out drafts nothing
 
 
-async def test_a_batch_where_only_some_sequences_draft_says_what_each_says_alone(engine):
-    requests = [replace(text_request(LIST_PROMPT, max_tokens=24), speculative=True),
-                replace(chat_request(PROSE_PROMPT, max_tokens=24), speculative=False),
-                replace(text_request(COPY_PROMPT, max_tokens=24), speculative=True),
-                replace(chat_request("Name three primary colours.", max_tokens=24),
-                        speculative=False)]
+async def drafts_batched_as_alone(engine, requests: list[GenerationRequest]) -> int:
+    """Run `requests` together; each gives what it gives alone without drafts. Returns
+    the tokens drafted meanwhile."""
     alone = [await fresh(engine, replace(r, speculative=False)) for r in requests]
     await engine.clear_cache()
     drafted = counters(engine)[0]
     together = await asyncio.gather(*(run(engine, r) for r in requests))
-    assert counters(engine)[0] > drafted
     for solo, batched in zip(alone, together, strict=True):
         assert batched.result.choice(0).token_ids == solo.result.choice(0).token_ids
         assert batched.finish == solo.finish
+    return counters(engine)[0] - drafted
+
+
+async def test_a_sequence_drafting_beside_one_that_does_not_says_what_each_says_alone(
+        engine):
+    """Beside one sequence without drafts, a likely draft is worth the extra ubatch it
+    makes (step_cost.py): the pair drafts."""
+    assert await drafts_batched_as_alone(engine, [
+        replace(text_request(LIST_PROMPT, max_tokens=32), speculative=True),
+        replace(chat_request(PROSE_PROMPT, max_tokens=32), speculative=False)]) > 0
+
+
+async def test_a_batch_of_four_where_only_some_may_draft_says_what_each_says_alone(engine):
+    await drafts_batched_as_alone(engine, [
+        replace(text_request(LIST_PROMPT, max_tokens=24), speculative=True),
+        replace(chat_request(PROSE_PROMPT, max_tokens=24), speculative=False),
+        replace(text_request(COPY_PROMPT, max_tokens=24), speculative=True),
+        replace(chat_request("Name three primary colours.", max_tokens=24),
+                speculative=False)])
 
 
 async def test_logprobs_stop_strings_and_budgets_are_those_without_speculation(engine):

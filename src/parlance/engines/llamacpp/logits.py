@@ -57,17 +57,14 @@ class LogitsRows:
 
     def rows(self, first: int, count: int) -> np.ndarray:
         """Logits of the `count` batch rows from `first` as one (count, n_vocab) array:
-        llama.cpp stores the rows of a batch's outputs one after another in batch
-        order, so consecutive rows that all have logits are one block. Writable, valid
-        until the next decode."""
+        llama.cpp stores a batch's outputs one after another in batch order, so
+        consecutive rows that all have logits are one block, viewed in place (a copy,
+        should they ever not be). Valid until the next decode."""
         start = self.row(first)
-        if count == 1:
-            return start.reshape(1, -1)
         address = start.ctypes.data
         if self._logits_ith(self._ctx, first + count - 1) != (
                 address + (count - 1) * start.nbytes):
-            raise EngineFailure(f"llama.cpp's logits of rows {first}..{first + count - 1} "
-                                "are not one block.")
+            return np.stack([self.row(first + i) for i in range(count)])
         block = (ctypes.c_float * (self._n_vocab * count)).from_address(address)
         flat = np.frombuffer(block, dtype=np.float32)  # type: ignore[call-overload]
         return flat.reshape(count, self._n_vocab)

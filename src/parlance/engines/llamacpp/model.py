@@ -48,16 +48,16 @@ class KvTypes:
 # keys and values of different types only the plain kernel runs (`use_ref`, which would
 # force it for f16/f16, is a CPU-backend setting no llama.cpp parameter reaches): each
 # query row walks its own sequence's cells in order, whatever else the batch holds.
-# bench/batch_invariance.py's logit harness compares every row bit for bit across 13
-# ways of evaluating one sequence (prompt chunks of 7 to 512, a prefix kept, cut, copied
-# or restored, beside others decoding or prefilling, drafts verified and rejected): q8_0
-# keys with f16 values match in all of them, as f16/bf16, bf16/bf16, q8_0/q8_0 and
-# bf16/f16 do, and cost least (one thread's CPU time against f16/f16: prompts 0.82x,
-# decoding 1.04x; f16/bf16 0.70x and 0.86x): f16 values are summed as they are, other
-# types are converted to f32 cell by cell first. The price is a little quality (mean NLL
-# over 4096 README tokens 3.5093 against 3.5082; f16/bf16 3.5083) and keys of half the
-# size. Attention without flash attention (mul_mat + soft_max) is not invariant: a
-# sequence's rows decoded several to a step (drafts) differ from one at a time.
+# bench/batch_invariance.py's logit harness compares rows bit for bit across 13 ways of
+# evaluating one sequence (prompt chunks of 7 to 512, a prefix kept, cut, copied or
+# restored, beside others decoding or prefilling, drafts verified and rejected): q8_0
+# keys with f16 values pass all of them, as f16/bf16, bf16/bf16, q8_0/q8_0 and bf16/f16
+# do, and cost least: the plain kernel adds f16 values up as they are, other types are
+# converted to f32 cell by cell first. Against f16/f16 on two cores: prompts 0.82x,
+# decoding 1.03x (f16/bf16: 0.72x, 0.90x); mean NLL over 4096 README tokens 3.5093
+# against 3.5082. Attention without flash attention (mul_mat + soft_max) is not
+# invariant: a sequence's rows decoded several to a step (drafts) differ from one at a
+# time.
 INVARIANT_KV = KvTypes(llama_cpp.GGML_TYPE_Q8_0, llama_cpp.GGML_TYPE_F16)
 DEFAULT_KV = KvTypes(llama_cpp.GGML_TYPE_F16, llama_cpp.GGML_TYPE_F16)  # llama.cpp's own
 

@@ -68,11 +68,12 @@ class SamplerChain:
             return None
         rows = model.logits_rows(first, count)
         if not self._bias.size:
-            return rows.argmax(axis=1).tolist()  # type: ignore[no-any-return]
+            return [int(t) for t in rows.argmax(axis=1)]
         ids = self._bias_ids
         saved = rows[:, ids]
-        np.add.at(rows, (slice(None), ids), self._bias)
-        picked: list[int] = rows.argmax(axis=1).tolist()
+        for token, bias in zip(ids.tolist(), self._bias.tolist(), strict=True):
+            rows[:, token] += np.float32(bias)  # in order, as np.add.at does in `sample`
+        picked = [int(t) for t in rows.argmax(axis=1)]
         rows[:, ids] = saved
         return picked
 

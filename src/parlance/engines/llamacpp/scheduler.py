@@ -50,7 +50,12 @@ from parlance.engines.llamacpp.sequence import (
     logprob_record,
 )
 from parlance.engines.llamacpp.slots import Claim, SlotTable
-from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings, Speculator
+from parlance.engines.llamacpp.speculation import (
+    NO_SPECULATION,
+    Candidate,
+    SpeculativeSettings,
+    Speculator,
+)
 from parlance.engines.llamacpp.verification import verify
 from parlance.engines.metrics import EngineMetrics
 
@@ -321,16 +326,14 @@ class Scheduler:
         self._retire(group, keep_cache=False)
 
     def _drafts(self, decoding: list[Sequence]) -> list[list[int]]:
-        """Each decoding sequence's draft for this step ([] for most)."""
-        drafting = [s for s in decoding if s.draft is not None]
-        if not drafting:
+        """Each decoding sequence's draft for this step ([] for most); `decoding` in slot
+        order."""
+        if not any(s.draft is not None for s in decoding):
             return [[] for _ in decoding]
-        room = self._batch.room - len(decoding)
-        planned = self.speculator.plan(
-            [(s.draft, min(s.draft_limit(), room), s.tokens) for s in drafting],  # type: ignore[misc]
-            rows=len(decoding))
-        by_seq = {id(s): s.screen_draft(d) for s, d in zip(drafting, planned, strict=True)}
-        return [by_seq.get(id(s), []) for s in decoding]
+        candidates = [Candidate(s.slot, s.draft, s.draft_limit() if s.draft else 0,
+                                s.tokens, s.screen_draft) for s in decoding]
+        return self.speculator.plan(candidates, self._batch.room - len(decoding),
+                                    unified=self.model.settings.kv_unified)
 
     def _advance(self, seq: Sequence, row: int, draft: list[int]) -> None:
         """The pending token was decoded at `row`, followed by `draft`: keep the draft's
