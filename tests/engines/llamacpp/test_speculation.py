@@ -171,6 +171,22 @@ def test_a_run_of_sequences_all_copying_drafts_the_same_length_in_one_ubatch():
     assert all(split)
 
 
+def test_after_the_model_departs_from_a_copy_the_copy_resumes_where_it_broke_off():
+    """A name changed in copied code: the draft is rejected where the model writes its
+    own word; once the next token is found just past that point in the source, the
+    copy goes on (a one-token match alone would draft nothing)."""
+    speculator = Speculator(DEFAULT_SPECULATION, EngineMetrics())
+    copying = candidate(0, COPIED[:20])
+    [draft] = speculator.plan([copying], 500)
+    assert len(draft) > 4 and copying.state is not None
+    speculator.record(copying.state, len(draft), 3)  # COPIED[23] rejected: 999 instead
+    departed = [*COPIED[:23], 999, COPIED[24]]
+    copying.generated = departed
+    [resumed] = speculator.plan([copying], 500)
+    assert resumed and resumed == COPIED[25:25 + len(resumed)]
+    assert plan([candidate(0, departed)]) == [[]]  # no rejection there: nothing to resume
+
+
 def test_what_a_draft_kept_is_recorded_for_the_sequence_and_the_metrics():
     metrics = EngineMetrics()
     speculator = Speculator(DEFAULT_SPECULATION, metrics)

@@ -30,6 +30,11 @@ SPECULATIVE_MODES: tuple[SpeculativeMode, ...] = ("ngram", "off")
 MAX_DRAFT = 32  # tokens a sequence may draft in one step
 GAIN = 1.02  # a plan must beat no drafts by this factor in tokens per unit of cost
 SPARSE_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24)  # weighed in a batch of many sequences
+# A lookup landing within this many source tokens past a rejected draft token, within
+# as many generated tokens of it, continues that copy: its draft counts as standing on
+# a match of at least RESYNC_MATCH tokens.
+RESYNC_WINDOW = 4
+RESYNC_MATCH = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +54,30 @@ DEFAULT_SPECULATION = SpeculativeSettings()
 
 class SequenceDraft:
     """One sequence's drafting state: its context's n-gram index, how its drafts fared,
-    and the match its pending draft came from."""
+    the match and source its pending draft came from, and where a copy the model
+    departed from would resume."""
 
-    __slots__ = ("drafter", "acceptance", "prompt_length", "match")
+    __slots__ = ("drafter", "acceptance", "prompt_length", "match", "source", "resume",
+                 "resume_until")
 
     def __init__(self, drafter: NgramDrafter, prompt_length: int) -> None:
         self.drafter = drafter
         self.acceptance = Acceptance()
         self.prompt_length = prompt_length
         self.match = 0
+        self.source = 0  # where the pending draft's tokens were copied from
+        self.resume: int | None = None  # the source just past a rejected draft token
+        self.resume_until = 0  # the context length up to which a resync may happen
+
+    def resynced(self, start: int) -> bool:
+        """Whether a lookup that found `start` picks up the copy the last rejection broke
+        off: code with a name changed, fields copied between new words. The model wrote
+        its own words where the source had others; the copy goes on within a few source
+        tokens of where it stopped, once a lookup finds it there."""
+        resume = self.resume
+        if resume is None or len(self.drafter.tokens) > self.resume_until:
+            return False
+        return resume <= start <= resume + RESYNC_WINDOW
 
 
 @dataclass(slots=True)
@@ -219,7 +239,10 @@ class Speculator:
         start = drafter.source()
         if start is None:
             return None
+        state.source = start
         state.match = drafter.match_length(start)
+        if state.resynced(start):
+            state.match = max(state.match, RESYNC_MATCH)
         expected = state.acceptance.expected(state.match, limit)
         if len(expected) < 2:
             return None
@@ -230,5 +253,8 @@ class Speculator:
 
     def record(self, state: SequenceDraft, drafted: int, accepted: int) -> None:
         state.acceptance.record(state.match, drafted, accepted)
+        if drafted and accepted < drafted:
+            state.resume = state.source + accepted + 1
+            state.resume_until = len(state.drafter.tokens) + accepted + 1 + RESYNC_WINDOW
         self.metrics.speculative_tokens_drafted += drafted
         self.metrics.speculative_tokens_accepted += accepted
