@@ -28,7 +28,7 @@ from parlance.engines.metrics import EngineMetrics
 SpeculativeMode = Literal["ngram", "off"]
 SPECULATIVE_MODES: tuple[SpeculativeMode, ...] = ("ngram", "off")
 MAX_DRAFT = 32  # tokens a sequence may draft in one step
-GAIN = 1.02  # a plan must beat no drafts by this factor in tokens per unit of cost
+GAIN = 1.05  # a plan must beat no drafts by this factor in tokens per unit of cost
 SPARSE_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24)  # weighed in a batch of many sequences
 # A lookup landing within this many source tokens past a rejected draft token, within
 # as many generated tokens of it, continues that copy: its draft counts as standing on
