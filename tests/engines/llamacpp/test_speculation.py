@@ -30,6 +30,11 @@ def test_the_drafter_proposes_what_followed_the_latest_match_of_the_context_end(
     assert drafter.propose(0) == []
 
 
+def test_a_copy_reaching_the_end_of_the_context_repeats_what_it_copied():
+    drafter = NgramDrafter([9, 5, 6, 5, 6, 5, 6])  # "5 6" over and over
+    assert drafter.propose(5) == [5, 6, 5, 6, 5]
+
+
 def test_the_longest_matching_ngram_wins_over_a_later_shorter_one():
     drafter = NgramDrafter([5, 6, 7, 40, 41, 9, 7, 50, 5, 6, 7])
     # "7" alone last continued with 50; "5 6 7" continued with 40 41
@@ -129,9 +134,9 @@ def plan(candidates: list[Candidate], room: int = 500, **kw) -> list[list[int]]:
 
 
 def test_a_sequence_copying_a_long_span_drafts_its_next_tokens_the_more_the_longer():
-    [early] = plan([candidate(0, COPIED[:5])])  # 5 tokens into the copy
+    [early] = plan([candidate(0, COPIED[:10])])  # 10 tokens into the copy
     [later] = plan([candidate(0, COPIED[:40])])  # 40: a match of more than 32
-    assert early == COPIED[5:5 + len(early)]
+    assert early == COPIED[10:10 + len(early)]
     assert later == COPIED[40:40 + len(later)]
     assert 2 <= len(early) < len(later)
 

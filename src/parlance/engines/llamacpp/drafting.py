@@ -81,7 +81,17 @@ class NgramDrafter:
         if limit <= 0:
             return []
         start = self.source()
-        return [] if start is None else self.tokens[start:start + limit]
+        return [] if start is None else self.continuation(start, limit)
+
+    def continuation(self, start: int, limit: int) -> list[int]:
+        """Up to `limit` tokens copied from `start` on; a copy that reaches the context's
+        end goes on with what it copied (text repeating itself every few tokens)."""
+        tokens = self.tokens
+        out = tokens[start:start + limit]
+        period = len(tokens) - start
+        while len(out) < limit and period > 0:
+            out.append(out[len(out) - period])
+        return out
 
     def source(self) -> int | None:
         """Where the continuation of the context's longest suffix seen before starts."""

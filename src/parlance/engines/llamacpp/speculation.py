@@ -246,7 +246,7 @@ class Speculator:
         expected = state.acceptance.expected(state.match, limit)
         if len(expected) < 2:
             return None
-        tokens = candidate.screen(drafter.tokens[start:start + len(expected) - 1])
+        tokens = candidate.screen(drafter.continuation(start, len(expected) - 1))
         if not tokens:
             return None
         return _Proposal(index, tokens, expected[:len(tokens) + 1])
