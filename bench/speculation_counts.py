@@ -1,27 +1,26 @@
 """Where speculative decoding's time goes, counted so that the machine's load does not
 change the answer.
 
-Two measurements, both of CPU time on one thread (`--threads 1` by default: with two,
-ggml's threads spin at their barriers and a busy machine's CPU time is mostly waiting):
-
 * **rows** – what one `llama_decode` costs by its rows: one sequence `--context` tokens
-  into its cache decodes 1, 2, 3, … rows at once (what a draft of rows - 1 tokens
-  costs to verify), then the same with 2, 4 and 8 sequences of one row each and of
-  several rows each. CPU seconds per step (median of `--repeats`) and the ratio to
-  one row.
+  into its cache decodes 1, 2, 3, … 64 rows at once (what a draft of rows - 1 tokens
+  costs to verify), then 2, 4 and 8 sequences of one or more rows each. Median per
+  shape and the ratio to one row. By default one thread's CPU time (load-independent,
+  but one thread's curve is not two threads'); `--wall --threads 2` on a quiet machine
+  is the curve `engines/llamacpp/step_cost.py` was fitted to.
 * **counts** – the engine in this process, with drafts (`--speculative ngram`) and
   without them in the same layout (`--batch-invariant`), on bench/speculative.py's
   workloads, greedy. Per emitted token: `llama_decode` calls, rows, the ubatches
   llama.cpp splits each batch into (with a KV stream per sequence it evaluates
   together only sequences of consecutive ids with the same number of rows: each
-  ubatch reads every weight again), drafts made and accepted, and the scheduler
-  thread's CPU time inside `llama_decode`, drafting, verification (sampling each row,
-  the events), KV removal and everything else in a step. The CPU time per token
-  with drafts over without is the speedup one thread sees.
+  ubatch reads every weight again), drafts made and kept by the length of the match
+  they came from, the scheduler thread's CPU time inside `llama_decode`, drafting,
+  verification, KV removal and the rest of a step, and the decoding's cost as
+  `step_cost.py` prices it: the ratio without / with drafts is the modelled two-thread
+  speedup, which no load changes.
 
 Run: `.venv/bin/python bench/speculation_counts.py [rows|counts|both] [--tokens 128]
-[--workloads code-edit,prose] [--streams 1,8]`. Rates in tok/s are not printed on
-purpose: bench/speculative.py measures those, on a quiet machine.
+[--workloads code-edit,prose] [--streams 1,8] [--threads 1]`. Rates in tok/s are not
+printed on purpose: bench/speculative.py measures those, on a quiet machine.
 """
 
 from __future__ import annotations

@@ -122,13 +122,13 @@ class _Step:
     """One step's plan as it is being chosen: every candidate's rows, the expected tokens
     and the best tokens per unit of cost found so far."""
 
-    def __init__(self, candidates: list[Candidate], proposals: list[_Proposal], room: int,
+    def __init__(self, slots: list[int], proposals: list[_Proposal], room: int,
                  cost: StepCost, unified: bool) -> None:
-        self.candidates, self.proposals = candidates, proposals
+        self.proposals = proposals
         self.room, self.cost, self.unified = room, cost, unified
-        self.slots = [c.slot for c in candidates]
-        self.rows = [1] * len(candidates)
-        self.value = float(len(candidates))
+        self.slots = slots
+        self.rows = [1] * len(slots)
+        self.value = float(len(slots))
         self.best = self.value / cost.batch(self.slots, self.rows, unified=unified)
 
     def runs(self) -> list[list[_Proposal]]:
@@ -215,7 +215,7 @@ class Speculator:
                      if (p := self._propose(i, c, room)) is not None and p.worth(floor)]
         if not proposals:
             return drafts
-        step = _Step(candidates, proposals, room, cost, unified)
+        step = _Step(slots, proposals, room, cost, unified)
         # Sequences of consecutive slots that all draft one length share one ubatch.
         for run in step.runs():
             step.try_lengths(run, _lengths(min(len(p.expected) - 1 for p in run)))
