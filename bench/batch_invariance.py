@@ -1,26 +1,40 @@
-"""Batch-invariant greedy decoding: do answers repeat, and what does it cost?
+"""Batch-invariant greedy decoding: do answers repeat, which KV layouts make them
+repeat, and what does it cost?
 
-Parlance's llama.cpp context keeps f16 keys and bf16 values (`model.INVARIANT_KV`), so
-ggml's CPU flash attention always takes its plain kernel and a token's logits do not
+Parlance's batch-invariant context keeps q8_0 keys and f16 values (`model.INVARIANT_KV`),
+so ggml's CPU flash attention always takes its plain kernel and a token's logits do not
 depend on the batch. This compares it with llama.cpp's default cache types (f16/f16,
-`ContextSettings(batch_invariant=False)`), and llama-server (same ggml) beside:
+`ContextSettings(batch_invariant=False)`), other layouts, and llama-server (same ggml):
 
 * **identical answers** – each of `--prompts` prompts of ~250 tokens, greedy, sent cold
   (alone, empty cache), warm (again, its prefix cached) and batched (cold, beside 3
   other requests decoding): how many prompts got one answer all three times. Through
   Parlance's engine (4 slots) and through llama-server (`-np 4`) as it comes, and with
-  Parlance's layout (`-no-kvu -ctv bf16`: a KV stream per slot, bf16 values).
-* **cost** – prompt tokens/s (a 1024-token prompt alone, 512-token batches) and decode
+  Parlance's layout (`-no-kvu -ctk q8_0`: a KV stream per slot, q8_0 keys).
+* **logits** – the harness of bench/invariance_cases.py, for each of `--layouts`
+  (`k/v` types, `no-fa` for attention without flash attention): one token sequence
+  fed 13 ways (other prompt chunks; a prefix cached, cut, copied to another stream or
+  restored into one; beside 1 or 3 others decoding or another prompt's prefill; the
+  continuation verified as drafts, with rejections, beside others), each row that
+  predicts the continuation compared bit for bit with the reference's (the prompt in
+  one batch, then one token a step). A layout is invariant when all 13 cases match.
+* **cost** – for each of `--layouts` against the first (llama.cpp's f16/f16 unless
+  told): prompt tokens/s (a 1024-token prompt alone, 512-token batches) and decode
   tokens/s at 1 and 8 streams (each stream ~600 tokens into its context), raw
-  `llama_decode` loops; the two cache layouts measured alternately, median of
-  `--rounds`, and the ratio invariant/default.
+  `llama_decode` loops; the layouts measured alternately, median of `--rounds`, and
+  the ratio to the first layout. `--clock cpu` times the decoding thread's CPU time
+  with one thread instead of the wall clock with two: a busy machine then still gives
+  ratios (one thread's, which are not two threads').
 * **quality** – the mean negative log-likelihood of each next token of this repository's
-  README (its first 2048 tokens), under both layouts: bf16 values must not make the
-  model worse.
+  README (its first `--nll-tokens`, 2048 unless told), under each layout: a cheaper
+  cache type must not make the model worse.
 
-Run: `.venv/bin/python bench/batch_invariance.py` (`--no-peer` skips llama-server).
-The counts and the likelihood do not depend on the machine's load; the rates do:
-read them on a quiet machine, with the load average printed beside them.
+Run: `.venv/bin/python bench/batch_invariance.py` (`--no-peer` skips llama-server;
+`--only answers|logits|cost|quality`; `--layouts "f16/f16,q8_0/f16,f16/bf16"`: the
+first is the one the others' cost is given against).
+The counts, the logits and the likelihood do not depend on the machine's load; the
+wall-clock rates do: read them on a quiet machine, with the load average printed beside
+them.
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ from pathlib import Path
 
 import httpx
 import llama_cpp
+from invariance_cases import Layout, LayoutModel, run_cases
 from peers import PeerUnavailable, llama_server_binary
 from servers import Server, free_port, stop_servers_on_sigterm
 
@@ -156,9 +171,20 @@ def server_counts(extra: list[str], prompts: int) -> Counts:
 # -- cost -------------------------------------------------------------------------------
 
 
-def model(invariant: bool, parallel: int) -> LlamaModel:
-    return LlamaModel(PATH, ContextSettings(n_ctx=2048, n_threads=THREADS, parallel=parallel,
-                                            batch_invariant=invariant))
+Clock = Callable[[], float]
+INVARIANT = Layout("q8_0", "f16")  # model.INVARIANT_KV
+DEFAULT = Layout("f16", "f16")  # llama.cpp's own
+# What the logit harness and the cost were measured on (README, model.py).
+LAYOUTS = (DEFAULT, INVARIANT, Layout("f16", "bf16"), Layout("bf16", "bf16"),
+           Layout("q8_0", "q8_0"), Layout("f16", "q8_0"), Layout("q8_0", "bf16"),
+           Layout("bf16", "f16"), Layout("f16", "f16", flash=False),
+           Layout("f32", "f32", flash=False))
+
+
+def layout_model(layout: Layout, parallel: int, threads: int = THREADS,
+                 n_ctx: int = 2048) -> LlamaModel:
+    return LayoutModel(PATH, ContextSettings(n_ctx=n_ctx, n_threads=threads,
+                                             parallel=parallel), layout)
 
 
 def corpus(m: LlamaModel) -> list[int]:
@@ -180,27 +206,27 @@ def evaluate(m: LlamaModel, batch: Batch, seq: int, tokens: list[int], *,
             on_chunk(start, end)
 
 
-def prefill_rate(m: LlamaModel, batch: Batch, tokens: list[int]) -> float:
+def prefill_rate(m: LlamaModel, batch: Batch, tokens: list[int], clock: Clock) -> float:
     llama_cpp.llama_memory_clear(m.memory, True)
-    started = time.perf_counter()
+    started = clock()
     evaluate(m, batch, 0, tokens)
-    return len(tokens) / (time.perf_counter() - started)
+    return len(tokens) / (clock() - started)
 
 
 def decode_rate(m: LlamaModel, batch: Batch, streams: int, tokens: list[int],
-                steps: int) -> float:
+                steps: int, clock: Clock) -> float:
     llama_cpp.llama_memory_clear(m.memory, True)
     evaluate(m, batch, 0, tokens[:600])
     for seq in range(1, streams):  # the same context in every stream, copied
         llama_cpp.llama_memory_seq_cp(m.memory, 0, seq, -1, -1)
-    started = time.perf_counter()
+    started = clock()
     for step in range(steps):
         batch.clear()
         for seq in range(streams):
             batch.add(tokens[700 + step], 600 + step, seq, output=True)
         if batch.decode(m.ctx) != 0:
             raise RuntimeError("llama_decode failed")
-    return streams * steps / (time.perf_counter() - started)
+    return streams * steps / (clock() - started)
 
 
 def mean_nll(m: LlamaModel, batch: Batch, tokens: list[int]) -> float:
@@ -215,32 +241,79 @@ def mean_nll(m: LlamaModel, batch: Batch, tokens: list[int]) -> float:
     return statistics.fmean(losses)
 
 
-def cost(rounds: int) -> None:
-    models = {name: model(invariant, 8) for name, invariant in
-              (("default", False), ("invariant", True))}
+def cost(rounds: int, layouts: list[Layout], clock_name: str) -> None:
+    threads = 1 if clock_name == "cpu" else THREADS
+    clock: Clock = time.thread_time if clock_name == "cpu" else time.perf_counter
+    models = {layout.name: layout_model(layout, 8, threads) for layout in layouts}
     batches = {name: Batch(512) for name in models}
-    tokens = corpus(models["default"])
-    cases = {"prompt tokens/s": lambda m, b: prefill_rate(m, b, tokens[:1024]),
-             "decode tokens/s, 1 stream": lambda m, b: decode_rate(m, b, 1, tokens, 64),
-             "decode tokens/s, 8 streams": lambda m, b: decode_rate(m, b, 8, tokens, 32)}
-    print(f"cost (median of {rounds} alternating rounds, load average "
+    first = layouts[0].name
+    tokens = corpus(models[first])
+    cases = {"prompt tokens/s": lambda m, b: prefill_rate(m, b, tokens[:1024], clock),
+             "decode tokens/s, 1 stream": lambda m, b: decode_rate(m, b, 1, tokens, 64, clock),
+             "decode tokens/s, 8 streams": lambda m, b: decode_rate(m, b, 8, tokens, 32,
+                                                                    clock)}
+    unit = "CPU time, 1 thread" if clock_name == "cpu" else f"wall clock, {threads} threads"
+    print(f"cost ({unit}; median of {rounds} alternating rounds, load average "
           f"{os.getloadavg()[0]:.1f} at the start):")
     for label, measure in cases.items():
         rates: dict[str, list[float]] = {name: [] for name in models}
         for _ in range(rounds):
             for name, m in models.items():
                 rates[name].append(measure(m, batches[name]))
-        default, invariant = (statistics.median(rates[n]) for n in ("default", "invariant"))
-        print(f"  {label}: default {default:.1f}, invariant {invariant:.1f}, "
-              f"ratio {invariant / default:.3f}")
+        medians = {name: statistics.median(r) for name, r in rates.items()}
+        print(f"  {label}: " + ", ".join(
+            f"{name} {rate:.1f} ({rate / medians[first]:.3f})"
+            for name, rate in medians.items()))
     print(f"  load average at the end {os.getloadavg()[0]:.1f}")
-    text = tokens[:2048]
-    nll = {name: mean_nll(m, batches[name], text) for name, m in models.items()}
-    print(f"quality: mean NLL of {len(text) - 1} README tokens: default "
-          f"{nll['default']:.4f}, invariant {nll['invariant']:.4f}")
     for name in models:
         batches[name].free()
         models[name].close()
+
+
+def quality(layouts: list[Layout], length: int) -> None:
+    """Each layout's mean NLL over the README's first `length` tokens (one sequence,
+    its context that long: the last chunks attend over all of it)."""
+    nll = {}
+    for layout in layouts:
+        m = layout_model(layout, 1, n_ctx=length)
+        batch = Batch(512)
+        try:
+            text = corpus(m)[:length]
+            nll[layout.name] = mean_nll(m, batch, text)
+        finally:
+            batch.free()
+            m.close()
+    print(f"quality: mean NLL of {len(text) - 1} README tokens: " + ", ".join(
+        f"{name} {value:.4f}" for name, value in nll.items()))
+
+
+def logits(layouts: list[Layout], prompts: int, continuation: int, lines: int) -> None:
+    print(f"logits: {continuation} rows of continuation per case, {prompts} prompt(s) of "
+          f"{lines} lines, rows identical / compared (largest difference)")
+    for layout in layouts:
+        m = layout_model(layout, SLOTS, n_ctx=2048 if lines > 20 else 1024)
+        try:
+            outcomes = [run_cases(m, tokens(m, seed, lines),
+                                  [tokens(m, 100 + k, 20) for k in range(3)], continuation)
+                        for seed in range(prompts)]
+        finally:
+            m.close()
+        invariant = all(o.same for found in outcomes for o in found.values())
+        print(f"  {layout.name}: {'INVARIANT' if invariant else 'not invariant'}")
+        for name in outcomes[0]:
+            rows = sum(found[name].rows for found in outcomes)
+            same = sum(found[name].identical for found in outcomes)
+            worst = max(found[name].worst for found in outcomes)
+            print(f"    {name:50} {same:4}/{rows:<4}" + (f" ({worst:.3g})" if worst else ""))
+
+
+def tokens(m: LlamaModel, seed: int, lines: int) -> list[int]:
+    """A report of `lines` item lines, about 17 tokens each (20: some 330 tokens, several
+    64-token chunks; 90: some 1500, more cells than one 512-token batch)."""
+    items = [line for k in range(0, lines, 14)
+             for line in prompt(seed + 500 * k).splitlines()[1:-1]][:lines]
+    text = f"Report {seed}.\n" + "\n".join(items) + "\nSummary of the report:"
+    return m.tokenize(text, add_special=True, parse_special=False)
 
 
 def main() -> int:
@@ -248,24 +321,39 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
-    parser.add_argument("--only", choices=("answers", "cost"), help="one half of the bench")
+    parser.add_argument("--only", choices=("answers", "logits", "cost", "quality"),
+                        help="one part of the bench")
+    parser.add_argument("--layouts", default=",".join(x.name for x in LAYOUTS[:2]),
+                        help="k/v layouts for logits and cost, the first the reference")
+    parser.add_argument("--continuation", type=int, default=16,
+                        help="logits: continuation tokens compared per case")
+    parser.add_argument("--lines", type=int, default=20,
+                        help="logits: the prompt's report lines (90 for ~1500 tokens)")
+    parser.add_argument("--nll-tokens", type=int, default=2048,
+                        help="quality: README tokens scored")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = parser.parse_args()
     stop_servers_on_sigterm()
-    if args.only != "cost":
+    layouts = [Layout.parse(text) for text in args.layouts.split(",")]
+    if args.only in (None, "answers"):
         print(f"identical answers ({args.prompts} prompts, greedy, {NEW_TOKENS} tokens; "
               "cold / warm / beside 3 others):")
         for name, invariant in (("Parlance, invariant", True), ("Parlance, f16/f16", False)):
             print(f"  {name}: {asyncio.run(engine_counts(invariant, args.prompts))}")
         if not args.no_peer:
             for name, extra in (("llama-server default", []),
-                                ("llama-server -no-kvu -ctv bf16",
-                                 ["-no-kvu", "-ctv", "bf16"])):
+                                ("llama-server -no-kvu -ctk q8_0",
+                                 ["-no-kvu", "-ctk", "q8_0"])):
                 try:
                     print(f"  {name}: {server_counts(extra, args.prompts)}")
                 except PeerUnavailable as exc:
                     print(f"  {name}: unavailable ({exc})")
-    if args.only != "answers":
-        cost(args.rounds)
+    if args.only in (None, "logits"):
+        logits(layouts, min(args.prompts, 2), args.continuation, args.lines)
+    if args.only in (None, "cost"):
+        cost(args.rounds, layouts, args.clock)
+    if args.only in (None, "quality"):
+        quality(layouts, args.nll_tokens)
     return 0
 
 

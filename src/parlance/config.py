@@ -79,8 +79,8 @@ class ServeConfig:
     kv_unified: bool = False
     strict_max_tokens: bool = False  # refuse max_tokens beyond the context (OpenAI's rule)
     # Speculative decoding in the llama.cpp engine: "ngram" (prompt-lookup drafts) or
-    # "off". Off by default: bench/speculative.py measured it slower on prose and barely
-    # faster on code edits here (see README).
+    # "off". Off by default: it pays only on text that copies long spans of its input,
+    # and takes the batch-invariant layout's slower prompts (see README).
     speculative: str = "off"
     # The batch-invariant KV layout (greedy answers repeat whatever the batch or cache),
     # off by default for its cost; speculation turns it on.

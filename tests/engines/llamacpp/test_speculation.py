@@ -1,14 +1,21 @@
-"""Speculative decoding's pieces without a model: the prompt-lookup drafter, the
-adaptive draft length, the row budget, and verification, whose output must follow
-the target's distribution exactly (checked on synthetic distributions)."""
+"""Speculative decoding's pieces without a model: the prompt-lookup drafter, how
+drafts fare by the match they come from, which sequences draft how much for what a
+step costs, and verification, whose output must follow the target's distribution
+exactly (checked on synthetic distributions)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from parlance.engines.llamacpp.drafting import MAX_DRAFT, DraftLength, NgramDrafter
-from parlance.engines.llamacpp.speculation import SpeculativeSettings, Speculator
+from parlance.engines.llamacpp.drafting import Acceptance, NgramDrafter
+from parlance.engines.llamacpp.speculation import (
+    DEFAULT_SPECULATION,
+    Candidate,
+    SequenceDraft,
+    SpeculativeSettings,
+    Speculator,
+)
 from parlance.engines.llamacpp.verification import verify
 from parlance.engines.metrics import EngineMetrics
 from tests.support.statistics import chi_square, critical_value, frequencies, pooled
@@ -21,6 +28,11 @@ def test_the_drafter_proposes_what_followed_the_latest_match_of_the_context_end(
     # "1 2" occurred twice before; the latest was followed by 3 7 8 1 2
     assert drafter.propose(3) == [3, 7, 8]
     assert drafter.propose(0) == []
+
+
+def test_a_copy_reaching_the_end_of_the_context_repeats_what_it_copied():
+    drafter = NgramDrafter([9, 5, 6, 5, 6, 5, 6])  # "5 6" over and over
+    assert drafter.propose(5) == [5, 6, 5, 6, 5]
 
 
 def test_the_longest_matching_ngram_wins_over_a_later_shorter_one():
@@ -53,51 +65,143 @@ def test_min_n_bounds_the_shortest_lookup():
     assert NgramDrafter([1, 2, 3, 1]).propose(2) == [2, 3]
 
 
-# -- the draft length -----------------------------------------------------------------
+def test_the_match_length_counts_how_far_back_the_source_agrees_with_the_context():
+    drafter = NgramDrafter([7, 1, 2, 3, 4, 9, 9, 2, 3, 4])
+    start = drafter.source()
+    assert start == 5  # "2 3 4" last ended at index 5
+    assert drafter.match_length(start) == 3  # 1 ≠ 9 before it
+    assert drafter.match_length(start, cap=2) == 2
+    copy = NgramDrafter([5, 6, 7, 8, 9, 1, 5, 6, 7, 8])
+    assert copy.match_length(copy.source()) == 4
 
 
-def test_the_draft_grows_while_accepted_whole_and_shrinks_to_what_was_accepted():
-    length = DraftLength()
-    start = length.wanted()
-    length.record(start, start)
-    assert length.wanted() == min(MAX_DRAFT, start * 2)
-    for _ in range(4):
-        length.record(length.length, length.length)
-    assert length.wanted() == MAX_DRAFT
-    length.record(MAX_DRAFT, 2)
-    assert length.wanted() == 3
-    drafted = start + 4 * MAX_DRAFT + MAX_DRAFT
-    assert length.rate == pytest.approx((start + 4 * MAX_DRAFT + 2) / drafted)
+# -- how drafts fare, by the match they stand on ---------------------------------------
 
 
-def test_drafts_rejected_at_once_make_the_sequence_rest_longer_each_time():
-    length = DraftLength()
-    rests = []
-    for _ in range(2):
-        for _ in range(DraftLength.MISSES_TO_REST):
-            length.record(max(1, length.wanted()), 0)
-        steps = 0
-        while length.wanted() == 0:
-            steps += 1
-        rests.append(steps)
-    assert rests == [DraftLength.FIRST_REST, 2 * DraftLength.FIRST_REST]
+def test_a_token_on_a_longer_match_is_likelier_to_be_accepted():
+    acceptance = Acceptance()
+    chances = [acceptance.chance(m) for m in (1, 2, 3, 4, 8, 16, 32, 100)]
+    assert chances == sorted(chances)
+    assert chances[0] < 0.5 < chances[4]
 
 
-# -- the row budget -------------------------------------------------------------------
+def test_the_expected_tokens_of_a_draft_grow_ever_slower_and_stop_where_negligible():
+    acceptance = Acceptance()
+    expected = acceptance.expected(32, 20)
+    gains = [b - a for a, b in zip(expected, expected[1:], strict=False)]
+    assert expected[0] == 0 and len(expected) == 21
+    assert all(later <= earlier for earlier, later in zip(gains, gains[1:], strict=False))
+    assert gains[0] == pytest.approx(acceptance.chance(32))
+    # From a match of one token the second draft token is already a long shot.
+    assert len(acceptance.expected(1, 20)) <= 3
 
 
-def test_drafts_stay_within_the_step_budget_and_each_sequence_limit():
+def test_accepted_tokens_raise_the_chance_and_a_rejection_lowers_it():
+    acceptance = Acceptance()
+    before = acceptance.chance(8)
+    acceptance.record(8, drafted=4, accepted=4)
+    raised = acceptance.chance(8)
+    assert raised > before
+    acceptance.record(8, drafted=4, accepted=0)
+    assert acceptance.chance(8) < raised
+    assert acceptance.chance(1) == Acceptance().chance(1)  # no draft stood on that
+
+
+def test_each_accepted_token_puts_the_next_on_a_longer_match():
+    acceptance = Acceptance()
+    acceptance.record(3, drafted=6, accepted=2)  # on matches 3, 4 accepted; 5 rejected
+    fresh = Acceptance()
+    assert acceptance.chance(3) > fresh.chance(3)
+    assert acceptance.chance(5) < fresh.chance(5)  # 4 and 5 share a bucket: one hit, one miss
+    assert acceptance.chance(16) == fresh.chance(16)
+
+
+# -- which sequences draft how much ------------------------------------------------------
+
+COPIED = list(range(100, 160))  # a long span the answer copies
+CONTEXT = [1, 2, *COPIED, 3, 4]
+
+
+def candidate(slot: int, generated: list[int], *, limit: int = 64,
+              draft: SequenceDraft | None = None, screen=lambda tokens: tokens) -> Candidate:
+    state = draft or Speculator(DEFAULT_SPECULATION, EngineMetrics()).start(
+        NgramDrafter(CONTEXT), 1)[0]
+    return Candidate(slot, state, limit, generated, screen)
+
+
+def plan(candidates: list[Candidate], room: int = 500, **kw) -> list[list[int]]:
+    return Speculator(DEFAULT_SPECULATION, EngineMetrics()).plan(candidates, room, **kw)
+
+
+def test_a_sequence_copying_a_long_span_drafts_its_next_tokens_the_more_the_longer():
+    [early] = plan([candidate(0, COPIED[:10])])  # 10 tokens into the copy
+    [later] = plan([candidate(0, COPIED[:40])])  # 40: a match of more than 32
+    assert early == COPIED[10:10 + len(early)]
+    assert later == COPIED[40:40 + len(later)]
+    assert 2 <= len(early) < len(later)
+
+
+def test_a_short_match_drafts_nothing():
+    """One token in common with the context: a draft would cost a row it rarely repays
+    (a second row in a step costs as much as the first)."""
+    assert plan([candidate(0, [COPIED[0]])]) == [[]]
+    assert plan([candidate(0, [])]) == [[]]  # the context's end never occurred before
+
+
+def test_drafts_stay_within_each_limit_the_room_and_the_grammar():
+    assert len(plan([candidate(0, COPIED[:20], limit=5)])[0]) <= 5
+    assert len(plan([candidate(0, COPIED[:20])], room=6)[0]) <= 6
+    kept = plan([candidate(0, COPIED[:20], screen=lambda tokens: tokens[:3])])[0]
+    assert len(kept) <= 3
+
+
+def test_beside_one_other_sequence_a_likely_draft_is_worth_its_extra_ubatch():
+    drafts = plan([candidate(0, COPIED[:20]), candidate(1, [], draft=None)])
+    assert drafts[0] and not drafts[1]
+
+
+def test_in_a_batch_of_eight_a_lone_draft_is_not_worth_its_extra_ubatch():
+    """Eight one-row sequences are one cheap ubatch; one sequence drafting alone adds a
+    second pass over the weights for fewer tokens than it costs."""
+    others = [Candidate(slot, None, 0, [], lambda tokens: tokens) for slot in range(1, 8)]
+    assert plan([candidate(0, COPIED[:20]), *others]) == [[]] * 8
+
+
+def test_a_run_of_sequences_all_copying_drafts_the_same_length_in_one_ubatch():
+    drafts = plan([candidate(slot, COPIED[:20]) for slot in range(8)])
+    assert len({len(d) for d in drafts}) == 1
+    assert drafts[0]
+    # With a gap in the slots they are two runs, each evaluated on its own.
+    split = plan([candidate(slot, COPIED[:20]) for slot in (0, 1, 2, 3, 5, 6, 7, 8)])
+    assert all(split)
+
+
+def test_after_the_model_departs_from_a_copy_the_copy_resumes_where_it_broke_off():
+    """A name changed in copied code: the draft is rejected where the model writes its
+    own word; once the next token is found just past that point in the source, the
+    copy goes on (a one-token match alone would draft nothing)."""
+    speculator = Speculator(DEFAULT_SPECULATION, EngineMetrics())
+    copying = candidate(0, COPIED[:20])
+    [draft] = speculator.plan([copying], 500)
+    assert len(draft) > 4 and copying.state is not None
+    speculator.record(copying.state, len(draft), 3)  # COPIED[23] rejected: 999 instead
+    departed = [*COPIED[:23], 999, COPIED[24]]
+    copying.generated = departed
+    [resumed] = speculator.plan([copying], 500)
+    assert resumed and resumed == COPIED[25:25 + len(resumed)]
+    assert plan([candidate(0, departed)]) == [[]]  # no rejection there: nothing to resume
+
+
+def test_what_a_draft_kept_is_recorded_for_the_sequence_and_the_metrics():
     metrics = EngineMetrics()
-    speculator = Speculator(SpeculativeSettings(step_tokens=8), metrics)
-    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2]
-    a, b, c = speculator.start(speculator.index(prompt), 3)
-    drafts = speculator.plan([(a, 2, []), (b, 8, []), (c, 8, [])], rows=3)
-    assert len(drafts[0]) <= 2
-    assert sum(map(len, drafts)) <= 8 - 3
-    assert all(d == [3, 4, 5, 6][:len(d)] for d in drafts)
-    assert speculator.plan([(a, 8, [])], rows=8) == [[]]  # a full step: no drafts
-    speculator.record(a, 2, 1)
-    assert (metrics.speculative_tokens_drafted, metrics.speculative_tokens_accepted) == (2, 1)
+    speculator = Speculator(DEFAULT_SPECULATION, metrics)
+    copying = candidate(0, COPIED[:20])
+    speculator.plan([copying], 500)
+    assert copying.state is not None
+    before = copying.state.acceptance.chance(copying.state.match)
+    speculator.record(copying.state, 6, 6)
+    assert copying.state.acceptance.chance(copying.state.match) > before
+    assert (metrics.speculative_tokens_drafted, metrics.speculative_tokens_accepted) == (6, 6)
 
 
 def test_speculation_is_on_unless_off():

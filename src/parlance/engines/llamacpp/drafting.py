@@ -6,20 +6,27 @@ occurrence of its last n tokens are a cheap guess at what comes next.
 `NgramDrafter` keeps, for every n-gram of the context (n = `max_n` down to
 `min_n`), where it last ended, updated as each token arrives: a proposal costs a
 few dictionary look-ups however long the prompt. The longest n that matched
-wins (as vLLM's `ngram` proposer and llama.cpp's `ngram` lookups do).
+wins (as vLLM's `ngram` proposer and llama.cpp's `ngram` lookups do); how far the
+match really reaches back (up to `MATCH_CAP` tokens) is counted at the source.
 
-`DraftLength` is one sequence's adaptive draft length: it grows while drafts are
-accepted whole, shrinks to what was accepted on a rejection, and rests (no draft
-at all) after a run of drafts that mostly failed, so text that never repeats
-costs nothing but the look-ups.
+`Acceptance` is one sequence's record of how its drafts fared, by the length of the
+match each drafted token stood on: a draft from a match of m tokens whose first k
+tokens were accepted put its next token on a match of m + k. Measured on
+bench/speculative.py's workloads, a token on a match of 1-3 tokens is accepted a third
+of the time or less, one on a match of 8 or more nine times in ten: llama.cpp's
+`ngram-mod` drafts only from matches of 24 tokens for that reason. The estimates
+start from those figures and follow the sequence's own drafts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-MAX_DRAFT = 8  # tokens a sequence may draft in one step
 MIN_N, MAX_N = 1, 3  # the n-grams looked up, longest first
+MATCH_CAP = 32  # tokens a match's length is counted to
+# A draft token accepted less often than this cannot pay for its batch row anywhere
+# (step_cost.py: a row costs 0.44 of a one-row step).
+NEGLIGIBLE = 0.2
 
 
 class NgramDrafter:
@@ -73,62 +80,92 @@ class NgramDrafter:
         longest suffix of the context seen before; [] when none was."""
         if limit <= 0:
             return []
+        start = self.source()
+        return [] if start is None else self.continuation(start, limit)
+
+    def continuation(self, start: int, limit: int) -> list[int]:
+        """Up to `limit` tokens copied from `start` on; a copy that reaches the context's
+        end goes on with what it copied (text repeating itself every few tokens)."""
+        tokens = self.tokens
+        out = tokens[start:start + limit]
+        period = len(tokens) - start
+        while len(out) < limit and period > 0:
+            out.append(out[len(out) - period])
+        return out
+
+    def source(self) -> int | None:
+        """Where the continuation of the context's longest suffix seen before starts."""
         for n in range(self.max_n, self.min_n - 1, -1):
             start = self._match.get(n)
             if start is not None:
-                return self.tokens[start:start + limit]
-        return []
+                return start
+        return None
+
+    def match_length(self, start: int, cap: int = MATCH_CAP) -> int:
+        """How many tokens before `start` equal the context's last ones (at most `cap`):
+        how much of the context the draft's source agrees with."""
+        tokens, end = self.tokens, len(self.tokens)
+        n = 0
+        while n < cap and n < start and tokens[start - 1 - n] == tokens[end - 1 - n]:
+            n += 1
+        return n
 
 
-class DraftLength:
-    """How many tokens one sequence drafts next, from how its drafts fared."""
+class Acceptance:
+    """One sequence's chance that a draft token is accepted, given the previous ones
+    were, by the length of the match it stands on (buckets of `BUCKETS`): a prior worth
+    `PRIOR_WEIGHT` tokens at `PRIOR`, plus what its own drafts showed, each older draft
+    counting `DECAY` times less."""
 
-    __slots__ = ("length", "drafted", "accepted", "_misses", "_rest", "_rest_for")
+    __slots__ = ("_hits", "_misses")
 
-    START = 4
-    # A sequence whose last drafts were mostly rejected stops drafting for a while
-    # (doubling each time it fails again): a rejected token costs a batch row and
-    # saves nothing.
-    MISSES_TO_REST = 3
-    FIRST_REST = 8  # steps
+    BUCKETS = (1, 2, 3, 4, 8, 16, 32)  # a match of m tokens is in the last bucket <= m
+    PRIOR = (0.3, 0.35, 0.4, 0.8, 0.9, 0.93, 0.97)
+    PRIOR_WEIGHT = 4.0
+    DECAY = 0.9
 
     def __init__(self) -> None:
-        self.length = self.START
-        self.drafted = 0
-        self.accepted = 0
-        self._misses = 0  # drafts in a row that were rejected at their first token
-        self._rest = 0  # steps left without drafting
-        self._rest_for = self.FIRST_REST
+        self._hits = [0.0] * len(self.BUCKETS)
+        self._misses = [0.0] * len(self.BUCKETS)
 
-    def wanted(self) -> int:
-        """The draft length for this step (0 while resting)."""
-        if self._rest:
-            self._rest -= 1
-            return 0
-        return self.length
+    @classmethod
+    def bucket(cls, match: int) -> int:
+        return _BUCKET_OF[min(match, len(_BUCKET_OF) - 1)]
 
-    def record(self, drafted: int, accepted: int) -> None:
-        """A draft of `drafted` tokens was verified and its first `accepted` kept."""
+    def chance(self, match: int) -> float:
+        """The chance a token on a match of `match` tokens is accepted."""
+        return self._chance(self.bucket(match))
+
+    def _chance(self, b: int) -> float:
+        hits, seen = self._hits[b], self._hits[b] + self._misses[b]
+        return (hits + self.PRIOR_WEIGHT * self.PRIOR[b]) / (seen + self.PRIOR_WEIGHT)
+
+    def expected(self, match: int, length: int) -> list[float]:
+        """`e[k]`: the tokens a draft of k tokens from a match of `match` tokens is
+        expected to have accepted (k = 0 … length), ending early where a further token
+        would be accepted less than `NEGLIGIBLE` of the time."""
+        chances = [self._chance(b) for b in range(len(self.BUCKETS))]
+        last = len(_BUCKET_OF) - 1
+        out, chain = [0.0], 1.0
+        for k in range(length):
+            chain *= chances[_BUCKET_OF[min(match + k, last)]]
+            if chain < NEGLIGIBLE:
+                break
+            out.append(out[-1] + chain)
+        return out
+
+    def record(self, match: int, drafted: int, accepted: int) -> None:
+        """A draft of `drafted` tokens from a match of `match` tokens kept `accepted`."""
         if drafted == 0:
             return
-        self.drafted += drafted
-        self.accepted += accepted
-        if accepted == drafted:
-            self.length = min(MAX_DRAFT, self.length * 2)
-            self._misses = 0
-            self._rest_for = self.FIRST_REST
-            return
-        self.length = max(1, accepted + 1 if accepted else self.length // 2)
-        if accepted:
-            self._misses = 0
-            return
-        self._misses += 1
-        if self._misses >= self.MISSES_TO_REST:
-            self._misses = 0
-            self._rest = self._rest_for
-            self._rest_for = min(self._rest_for * 2, 256)
+        for b in range(len(self._hits)):
+            self._hits[b] *= self.DECAY
+            self._misses[b] *= self.DECAY
+        for k in range(accepted):
+            self._hits[self.bucket(match + k)] += 1
+        if accepted < drafted:
+            self._misses[self.bucket(match + accepted)] += 1
 
-    @property
-    def rate(self) -> float:
-        """Share of drafted tokens accepted so far (1.0 before any draft: worth trying)."""
-        return self.accepted / self.drafted if self.drafted else 1.0
+
+_BUCKET_OF = [max(b for b, low in enumerate(Acceptance.BUCKETS) if low <= max(m, 1))
+              for m in range(Acceptance.BUCKETS[-1] + 1)]

@@ -35,6 +35,7 @@ class LogitsRows:
         self._logits_ith.argtypes = [llama_cpp.llama_context_p_ctypes, ctypes.c_int32]
         self._logits_ith.restype = ctypes.c_void_p
         self._ctx = ctx
+        self._n_vocab = n_vocab
         self._row_type = ctypes.c_float * n_vocab
         self._views: dict[int, np.ndarray] = {}
 
@@ -53,3 +54,17 @@ class LogitsRows:
             view = np.frombuffer(row, dtype=np.float32)  # type: ignore[call-overload]
             self._views[address] = view
         return view
+
+    def rows(self, first: int, count: int) -> np.ndarray:
+        """Logits of the `count` batch rows from `first` as one (count, n_vocab) array:
+        llama.cpp stores a batch's outputs one after another in batch order, so
+        consecutive rows that all have logits are one block, viewed in place (a copy,
+        should they ever not be). Valid until the next decode."""
+        start = self.row(first)
+        address = start.ctypes.data
+        if self._logits_ith(self._ctx, first + count - 1) != (
+                address + (count - 1) * start.nbytes):
+            return np.stack([self.row(first + i) for i in range(count)])
+        block = (ctypes.c_float * (self._n_vocab * count)).from_address(address)
+        flat = np.frombuffer(block, dtype=np.float32)  # type: ignore[call-overload]
+        return flat.reshape(count, self._n_vocab)

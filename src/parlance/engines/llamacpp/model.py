@@ -30,7 +30,6 @@ T = TypeVar("T")
 TOKEN_SLICE = 1 << 16  # tokens converted to a Python list per step
 MIN_LONGEST_PIECE = 4  # bytes: an unknown character (one UTF-8 character at most)
 SPELLING_VOCABS = (llama_cpp.LLAMA_VOCAB_TYPE_SPM, llama_cpp.LLAMA_VOCAB_TYPE_BPE)
-GGML_TYPE_BF16 = 30  # ggml.h's enum value (the binding names no constant for it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,16 +40,25 @@ class KvTypes:
     v: int
 
 
-# ggml's CPU flash attention takes one of three kernels by the shape of a batch when
-# keys and values are both f16 (or f32): a tiled kernel for 64+ query tokens of one
-# sequence, a split over the cells for one token alone in a batch with 512+ cells, and
-# the plain kernel otherwise, each summing in its own order (and the plain kernel adds
-# up values in f16). The same token then got other logits in a prompt chunk than
-# decoded, alone than batched (bench/batch_invariance.py). With keys and values of
-# different types only the plain kernel runs: each query row walks its own sequence's
-# cells in order, summing in f32, whatever else the batch holds. bf16 values keep the
-# cache's size; llama.cpp casts f32 ones back to f16 before attention.
-INVARIANT_KV = KvTypes(llama_cpp.GGML_TYPE_F16, GGML_TYPE_BF16)
+# ggml's CPU flash attention (ggml-cpu/ops.cpp) takes one of three kernels by the shape
+# of a batch when keys and values are both f16 (or f32): a tiled kernel for 64+ query
+# tokens of one sequence, a split over the cells for one token alone in a batch with
+# 512+ cells, and the plain kernel otherwise, each summing in its own order. The same
+# token then got other logits in a prompt chunk than decoded, alone than batched. With
+# keys and values of different types only the plain kernel runs (`use_ref`, which would
+# force it for f16/f16, is a CPU-backend setting no llama.cpp parameter reaches): each
+# query row walks its own sequence's cells in order, whatever else the batch holds.
+# bench/batch_invariance.py's logit harness compares rows bit for bit across 13 ways of
+# evaluating one sequence (prompt chunks of 7 to 512, a prefix kept, cut, copied or
+# restored, beside others decoding or prefilling, drafts verified and rejected): q8_0
+# keys with f16 values pass all of them, as f16/bf16, bf16/bf16, q8_0/q8_0 and bf16/f16
+# do, and cost least: the plain kernel adds f16 values up as they are, other types are
+# converted to f32 cell by cell first. Against f16/f16 on two cores: prompts 0.82x,
+# decoding 1.03x (f16/bf16: 0.72x, 0.90x); mean NLL over 4096 README tokens 3.5093
+# against 3.5082. Attention without flash attention (mul_mat + soft_max) is not
+# invariant: a sequence's rows decoded several to a step (drafts) differ from one at a
+# time.
+INVARIANT_KV = KvTypes(llama_cpp.GGML_TYPE_Q8_0, llama_cpp.GGML_TYPE_F16)
 DEFAULT_KV = KvTypes(llama_cpp.GGML_TYPE_F16, llama_cpp.GGML_TYPE_F16)  # llama.cpp's own
 
 
@@ -65,9 +73,9 @@ class ContextSettings:
     # what it is batched with (see _new_context), so greedy runs are not reproducible.
     kv_unified: bool = False
     # True: a sequence's logits do not depend on the batch, its chunking or where its
-    # prefix came from (see INVARIANT_KV), at a price (bench/batch_invariance.py: prompt
-    # processing about 0.72x, decoding about 0.89x on two cores). False: llama.cpp's
-    # default cache types and its faster, shape-dependent kernels.
+    # prefix came from (see INVARIANT_KV), at a price in prompt processing
+    # (bench/batch_invariance.py). False: llama.cpp's default cache types and its
+    # faster, shape-dependent kernels.
     batch_invariant: bool = False
 
     @property
@@ -121,6 +129,13 @@ class LlamaModel:
         return model
 
     def _new_context(self, settings: ContextSettings) -> llama_cpp.llama_context_p:
+        ctx = self._remote(llama_cpp.llama_init_from_model, self.model,
+                           self._context_params(settings))
+        if not ctx:
+            raise EngineFailure("llama.cpp could not create a context for the model")
+        return ctx
+
+    def _context_params(self, settings: ContextSettings) -> llama_cpp.llama_context_params:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = settings.n_ctx * (1 if settings.kv_unified else settings.parallel)
         params.n_batch = settings.n_batch
@@ -138,10 +153,7 @@ class LlamaModel:
         params.n_threads = settings.n_threads
         params.n_threads_batch = settings.n_threads
         params.no_perf = True
-        ctx = self._remote(llama_cpp.llama_init_from_model, self.model, params)
-        if not ctx:
-            raise EngineFailure("llama.cpp could not create a context for the model")
-        return ctx
+        return params
 
     def _remote(self, work: Callable[..., T], *args: object) -> T:
         """A call that allocates or frees on the RPC servers, if any: waited for only
@@ -238,6 +250,11 @@ class LlamaModel:
         """The logits of batch row `output` after a decode (a writable view into
         llama.cpp's buffer, valid until the next decode; scheduler thread only)."""
         return self._rows.row(output)
+
+    def logits_rows(self, first: int, count: int) -> np.ndarray:
+        """The logits of batch rows `first`..`first + count - 1`, every one an output, as
+        one (count, n_vocab) view (valid until the next decode; scheduler thread only)."""
+        return self._rows.rows(first, count)
 
     @property
     def add_bos(self) -> bool:

@@ -60,6 +60,23 @@ class SamplerChain:
         logits[ids] = saved
         return token
 
+    def picks(self, model: LlamaModel, first: int, count: int) -> list[int] | None:
+        """The greedy token of each of `count` consecutive output rows from `first`, in
+        one pass over their logits (what `sample` would pick from each); None when this
+        chain samples (each row must then go through it in order)."""
+        if not self._greedy:
+            return None
+        rows = model.logits_rows(first, count)
+        if not self._bias.size:
+            return [int(t) for t in rows.argmax(axis=1)]
+        ids = self._bias_ids
+        saved = rows[:, ids]
+        for token, bias in zip(ids.tolist(), self._bias.tolist(), strict=True):
+            rows[:, token] += np.float32(bias)  # in order, as np.add.at does in `sample`
+        picked = [int(t) for t in rows.argmax(axis=1)]
+        rows[:, ids] = saved
+        return picked
+
     def accept(self, token: int) -> None:
         """A token the engine chose itself (not sampled) joins the chain's history."""
         if not self._greedy:

@@ -50,7 +50,12 @@ from parlance.engines.llamacpp.sequence import (
     logprob_record,
 )
 from parlance.engines.llamacpp.slots import Claim, SlotTable
-from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings, Speculator
+from parlance.engines.llamacpp.speculation import (
+    NO_SPECULATION,
+    Candidate,
+    SpeculativeSettings,
+    Speculator,
+)
 from parlance.engines.llamacpp.verification import verify
 from parlance.engines.metrics import EngineMetrics
 
@@ -267,7 +272,10 @@ class Scheduler:
     def _step(self) -> None:
         batch = self._batch
         batch.clear()
-        decoding = [s for g in self._active for s in g.sequences if s.pending is not None]
+        # In slot order: with a KV stream per slot llama.cpp evaluates together only
+        # sequences of consecutive ids in batch order (one pass over the weights each).
+        decoding = sorted((s for g in self._active for s in g.sequences
+                           if s.pending is not None), key=lambda s: s.slot)
         rows = []
         for seq, draft in zip(decoding, self._drafts(decoding), strict=True):
             row = batch.add(seq.pending, seq.n_past, seq.slot, output=True)  # type: ignore[arg-type]
@@ -325,27 +333,27 @@ class Scheduler:
         self._retire(group, keep_cache=False)
 
     def _drafts(self, decoding: list[Sequence]) -> list[list[int]]:
-        """Each decoding sequence's draft for this step ([] for most)."""
-        drafting = [s for s in decoding if s.draft is not None]
-        if not drafting:
+        """Each decoding sequence's draft for this step ([] for most); `decoding` in slot
+        order."""
+        if not any(s.draft is not None for s in decoding):
             return [[] for _ in decoding]
-        room = self._batch.room - len(decoding)
-        planned = self.speculator.plan(
-            [(s.draft, min(s.draft_limit(), room), s.tokens) for s in drafting],  # type: ignore[misc]
-            rows=len(decoding))
-        by_seq = {id(s): s.screen_draft(d) for s, d in zip(drafting, planned, strict=True)}
-        return [by_seq.get(id(s), []) for s in decoding]
+        candidates = [Candidate(s.slot, s.draft, s.draft_limit() if s.draft else 0,
+                                s.tokens, s.screen_draft) for s in decoding]
+        return self.speculator.plan(candidates, self._batch.room - len(decoding),
+                                    unified=self.model.settings.kv_unified)
 
     def _advance(self, seq: Sequence, row: int, draft: list[int]) -> None:
         """The pending token was decoded at `row`, followed by `draft`: keep the draft's
         tokens the sequence's own sampling confirms, one row each, and remove the
         cells of the rest."""
         slot = self.slots.slots[seq.slot]
+        # Greedy picks every row's token in one pass; a sampling chain goes row by row.
+        picks = seq.sampler.picks(self.model, row, len(draft) + 1) if draft else None
 
         def sample(position: int) -> int | None:
             slot.tokens.append(seq.pending)  # type: ignore[arg-type]
             seq.n_past += 1
-            self._sample(seq, row + position)
+            self._sample(seq, row + position, None if picks is None else picks[position])
             return seq.pending
 
         accepted = verify(draft, sample)
@@ -355,9 +363,9 @@ class Scheduler:
             llama_cpp.llama_memory_seq_rm(self.model.memory, seq.slot, seq.n_past, -1)
         self.speculator.record(seq.draft, len(draft), accepted)  # type: ignore[arg-type]
 
-    def _sample(self, seq: Sequence, row: int) -> None:
+    def _sample(self, seq: Sequence, row: int, picked: int | None = None) -> None:
         before, generated = seq.last_token_at, seq.generated
-        seq.sample(row)
+        seq.sample(row, picked)
         metrics = self.metrics
         metrics.tokens_generated += seq.generated - generated
         now = seq.last_token_at

@@ -145,15 +145,18 @@ class Sequence:
             return draft
         return draft[:self._guide.valid_prefix(draft)]
 
-    def sample(self, output: int) -> bool:
-        """Sample from batch output row `output`; True while the sequence goes on."""
+    def sample(self, output: int, picked: int | None = None) -> bool:
+        """Sample from batch output row `output`; True while the sequence goes on.
+        `picked`: the greedy sampler's token of that row, already found (a draft's rows
+        are picked in one pass)."""
         model, guide = self._model, self._guide
         if self._forced:
             token = self._forced.pop(0)
             self.sampler.accept(token)
+        elif guide:
+            token = self._constrained_sample(output, picked)
         else:
-            token = self._constrained_sample(output) if guide else self.sampler.sample(
-                model, output)
+            token = picked if picked is not None else self.sampler.sample(model, output)
         now = time.perf_counter()
         self.first_token_at = self.first_token_at or now
         self.last_token_at = now
@@ -187,12 +190,12 @@ class Sequence:
         self.pending = token
         return True
 
-    def _constrained_sample(self, output: int) -> int:
+    def _constrained_sample(self, output: int, picked: int | None) -> int:
         """Mask the row, then sample; a greedy pick the grammar allows needs no mask
         (see constraint.py; logprobs must come from the masked row, so they mask)."""
         guide, model = self._guide, self._model
         if self.sampler.stateless and self.job.logprobs is None:
-            token = self.sampler.sample(model, output)
+            token = picked if picked is not None else self.sampler.sample(model, output)
             if guide.allows(token):  # type: ignore[union-attr]
                 return token
         guide.mask(model.logits(output))  # type: ignore[union-attr]

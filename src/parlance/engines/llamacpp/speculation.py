@@ -4,33 +4,44 @@ many tokens this step, and what became of their drafts.
 A draft rides in the same `llama_decode` as every other sequence's token, one
 batch row (with logits) per drafted token, right after the sequence's pending
 token; the scheduler verifies it (verification.py) and removes the rejected
-cells. On a CPU a decode step costs little more for a few extra rows while the
-batch is small (the weights are read once per step either way) and about one
-token's work per row once it is large, where a rejected row is pure loss: drafts
-are given out only up to `step_tokens` rows in all, to the sequences whose drafts
-fared best first.
+cells. On a CPU a draft row is not free: it costs nearly what a row of a prompt
+costs, about 0.44 of a one-row step, and a second row in a step costs a whole one
+(step_cost.py). A draft pays only when its tokens are likely enough: each step
+`plan` weighs every proposal's expected accepted tokens (drafting.Acceptance, by
+the length of the match it came from) against what the step would cost with it,
+the ubatches llama.cpp splits it into included, and keeps the drafts that raise the
+step's tokens per unit of cost. Text that never repeats long spans drafts nothing;
+a large batch, whose rows are already cheap per token, drafts only near-certain
+spans; a sequence whose drafts keep failing stops drafting.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
-from parlance.engines.llamacpp.drafting import DraftLength, NgramDrafter
+from parlance.engines.llamacpp.drafting import Acceptance, NgramDrafter
+from parlance.engines.llamacpp.step_cost import StepCost
 from parlance.engines.metrics import EngineMetrics
 
 SpeculativeMode = Literal["ngram", "off"]
 SPECULATIVE_MODES: tuple[SpeculativeMode, ...] = ("ngram", "off")
-# Rows of one decode step (every sequence's token plus the drafts) up to which drafts
-# are added. bench/speculative.py measures what a step of this many rows costs
-# against one; re-tune it there on the target machine.
-STEP_TOKENS = 16
+MAX_DRAFT = 32  # tokens a sequence may draft in one step
+GAIN = 1.05  # a plan must beat no drafts by this factor in tokens per unit of cost
+SPARSE_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24)  # weighed in a batch of many sequences
+# A lookup landing within this many source tokens past a rejected draft token, within
+# as many generated tokens of it, continues that copy: its draft counts as standing on
+# a match of at least RESYNC_MATCH tokens.
+RESYNC_WINDOW = 4
+RESYNC_MATCH = 8
 
 
 @dataclass(frozen=True, slots=True)
 class SpeculativeSettings:
     mode: SpeculativeMode = "ngram"
-    step_tokens: int = STEP_TOKENS
+    cost: StepCost = field(default_factory=StepCost)
+    max_draft: int = MAX_DRAFT
 
     @property
     def enabled(self) -> bool:
@@ -42,14 +53,131 @@ DEFAULT_SPECULATION = SpeculativeSettings()
 
 
 class SequenceDraft:
-    """One sequence's drafting state: its context's n-gram index and draft length."""
+    """One sequence's drafting state: its context's n-gram index, how its drafts fared,
+    the match and source its pending draft came from, and where a copy the model
+    departed from would resume."""
 
-    __slots__ = ("drafter", "length", "prompt_length")
+    __slots__ = ("drafter", "acceptance", "prompt_length", "match", "source", "resume",
+                 "resume_until")
 
     def __init__(self, drafter: NgramDrafter, prompt_length: int) -> None:
         self.drafter = drafter
-        self.length = DraftLength()
+        self.acceptance = Acceptance()
         self.prompt_length = prompt_length
+        self.match = 0
+        self.source = 0  # where the pending draft's tokens were copied from
+        self.resume: int | None = None  # the source just past a rejected draft token
+        self.resume_until = 0  # the context length up to which a resync may happen
+
+    def resynced(self, start: int) -> bool:
+        """Whether a lookup that found `start` picks up the copy the last rejection broke
+        off: code with a name changed, fields copied between new words. The model wrote
+        its own words where the source had others; the copy goes on within a few source
+        tokens of where it stopped, once a lookup finds it there."""
+        resume = self.resume
+        if resume is None or len(self.drafter.tokens) > self.resume_until:
+            return False
+        return resume <= start <= resume + RESYNC_WINDOW
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A sequence decoding this step: its slot, its drafting state (None: it does not
+    draft), the most draft tokens it may verify, what it generated so far, and what
+    its grammar keeps of a draft."""
+
+    slot: int
+    state: SequenceDraft | None
+    limit: int
+    generated: list[int]
+    screen: Callable[[list[int]], list[int]]
+
+
+@dataclass(slots=True)
+class _Proposal:
+    index: int  # in the step's candidates
+    tokens: list[int]
+    expected: list[float]  # expected accepted tokens by draft length
+    length: int = 0  # chosen
+
+    def worth(self, floor: float) -> bool:
+        """Some length of it is expected to keep more than `floor` of its tokens."""
+        return any(e > floor * k for k, e in enumerate(self.expected) if k)
+
+    def options(self, others: list[_Proposal], *, every: bool) -> list[int]:
+        """The lengths to weigh, shortest first: all of them (`every`), or a few and the
+        lengths others chose (drafts of equal length share a ubatch)."""
+        longest = len(self.expected) - 1
+        if every:
+            return list(range(1, longest + 1))
+        return sorted({*_lengths(longest), *(q.length for q in others
+                                             if 0 < q.length <= longest)})
+
+
+def _lengths(longest: int) -> list[int]:
+    return sorted({longest, *(n for n in SPARSE_LENGTHS if n < longest)})
+
+
+class _Step:
+    """One step's plan as it is being chosen: every candidate's rows, the expected tokens
+    and the best tokens per unit of cost found so far."""
+
+    def __init__(self, slots: list[int], proposals: list[_Proposal], room: int,
+                 cost: StepCost, unified: bool) -> None:
+        self.proposals = proposals
+        self.room, self.cost, self.unified = room, cost, unified
+        self.slots = slots
+        self.rows = [1] * len(slots)
+        self.value = float(len(slots))
+        self.best = self.value / cost.batch(self.slots, self.rows, unified=unified)
+
+    def runs(self) -> list[list[_Proposal]]:
+        """Proposals of two or more sequences in consecutive slots, where every sequence
+        of those slots that decodes this step has one."""
+        by_index = {p.index: p for p in self.proposals}
+        runs: list[list[_Proposal]] = []
+        current: list[_Proposal] = []
+        for i, slot in enumerate(self.slots):
+            adjacent = i > 0 and slot == self.slots[i - 1] + 1
+            if not adjacent or i not in by_index:
+                if len(current) > 1:
+                    runs.append(current)
+                current = []
+            if i in by_index:
+                current.append(by_index[i])
+        if len(current) > 1:
+            runs.append(current)
+        return runs
+
+    def try_lengths(self, group: list[_Proposal], lengths: list[int]) -> None:
+        """Give every proposal of `group` one of `lengths` (the same), if one makes the
+        step better than it is."""
+        kept = [p.length for p in group]
+        drafted = sum(p.length for p in self.proposals) - sum(kept)
+        found_length = None
+        for length in lengths:
+            if drafted + length * len(group) > self.room:
+                break
+            rate, value = self._rate(group, [length] * len(group))
+            if rate > self.best:
+                self.best, found_length, found_value = rate, length, value
+        if found_length is None:
+            self._set(group, kept)
+            return
+        self._set(group, [found_length] * len(group))
+        self.value = found_value
+
+    def _rate(self, group: list[_Proposal], lengths: list[int]) -> tuple[float, float]:
+        value = self.value + sum(p.expected[n] - p.expected[p.length]
+                                 for p, n in zip(group, lengths, strict=True))
+        for p, n in zip(group, lengths, strict=True):
+            self.rows[p.index] = 1 + n
+        return value / self.cost.batch(self.slots, self.rows, unified=self.unified), value
+
+    def _set(self, group: list[_Proposal], lengths: list[int]) -> None:
+        for p, n in zip(group, lengths, strict=True):
+            p.length = n
+            self.rows[p.index] = 1 + n
 
 
 class Speculator:
@@ -72,29 +200,61 @@ class Speculator:
         return [SequenceDraft(index if i == 0 else index.copy(), prompt_length)
                 for i in range(choices)]
 
-    def plan(self, candidates: list[tuple[SequenceDraft, int, list[int]]],
-             rows: int) -> list[list[int]]:
-        """The draft of each candidate (its state, the most it may draft, the tokens it
-        generated so far), within this step's row budget; `rows` are the tokens the
-        step decodes anyway."""
-        budget = self.settings.step_tokens - rows
+    def plan(self, candidates: list[Candidate], room: int, *,
+             unified: bool = False) -> list[list[int]]:
+        """Each candidate's draft ([] for most), candidates in slot order; `room`: the
+        draft rows the batch has left."""
         drafts: list[list[int]] = [[] for _ in candidates]
-        if budget <= 0:
+        cost = self.settings.cost
+        slots = [c.slot for c in candidates]
+        base = len(candidates) / cost.batch(slots, [1] * len(candidates), unified=unified)
+        # A draft token must be accepted often enough to pay for its row at the rate
+        # this step makes tokens without drafts.
+        floor = cost.per_row * base
+        proposals = [p for i, c in enumerate(candidates)
+                     if (p := self._propose(i, c, room)) is not None and p.worth(floor)]
+        if not proposals:
             return drafts
-        order = sorted(range(len(candidates)), key=lambda i: -candidates[i][0].length.rate)
-        for i in order:
-            state, limit, generated = candidates[i]
-            want = min(limit, budget, state.length.wanted())
-            if want <= 0:
-                continue
-            state.drafter.sync(generated, state.prompt_length)
-            drafts[i] = state.drafter.propose(want)
-            budget -= len(drafts[i])
-            if budget <= 0:
-                break
+        step = _Step(slots, proposals, room, cost, unified)
+        # Sequences of consecutive slots that all draft one length share one ubatch.
+        for run in step.runs():
+            step.try_lengths(run, _lengths(min(len(p.expected) - 1 for p in run)))
+        # Then each proposal, the likeliest first, takes the length that most raises
+        # the step's tokens per unit of cost given the others' choices so far.
+        for p in sorted(proposals, key=lambda p: -p.expected[-1] / len(p.tokens)):
+            step.try_lengths([p], p.options(proposals, every=len(candidates) <= 2))
+        if step.best < base * GAIN:
+            return drafts
+        for p in proposals:
+            drafts[p.index] = p.tokens[:p.length]
         return drafts
 
+    def _propose(self, index: int, candidate: Candidate, room: int) -> _Proposal | None:
+        state = candidate.state
+        limit = min(candidate.limit, room, self.settings.max_draft)
+        if state is None or limit <= 0:
+            return None
+        drafter = state.drafter
+        drafter.sync(candidate.generated, state.prompt_length)
+        start = drafter.source()
+        if start is None:
+            return None
+        state.source = start
+        state.match = drafter.match_length(start)
+        if state.resynced(start):
+            state.match = max(state.match, RESYNC_MATCH)
+        expected = state.acceptance.expected(state.match, limit)
+        if len(expected) < 2:
+            return None
+        tokens = candidate.screen(drafter.continuation(start, len(expected) - 1))
+        if not tokens:
+            return None
+        return _Proposal(index, tokens, expected[:len(tokens) + 1])
+
     def record(self, state: SequenceDraft, drafted: int, accepted: int) -> None:
-        state.length.record(drafted, accepted)
+        state.acceptance.record(state.match, drafted, accepted)
+        if drafted and accepted < drafted:
+            state.resume = state.source + accepted + 1
+            state.resume_until = len(state.drafter.tokens) + accepted + 1 + RESYNC_WINDOW
         self.metrics.speculative_tokens_drafted += drafted
         self.metrics.speculative_tokens_accepted += accepted
