@@ -202,7 +202,7 @@ async def test_a_long_prompt_is_evaluated_in_small_chunks_beside_a_running_strea
             order.append("token")
 
     reader = asyncio.create_task(keep_reading())
-    long_prompt = " ".join(f"Item {i} is {PROMPTS[i % 8].lower()}" for i in range(60))
+    long_prompt = " ".join(f"Item {i} is {PROMPTS[i % 8].lower()}" for i in range(300))
     long = await engine.start(text_request(long_prompt, max_tokens=1))
     async for event in long:
         if isinstance(event, Progress):

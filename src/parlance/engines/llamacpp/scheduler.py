@@ -61,10 +61,18 @@ from parlance.engines.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
 
-# Prompt tokens per step while other sequences are generating: a step's time grows
-# with its tokens (about 3.5 ms per prompt token on 2 cores for SmolLM2-135M), and
-# every running stream waits for the step. Alone, a prompt uses the whole batch.
-PREFILL_WHILE_DECODING = 64
+# Prompt tokens per step while other sequences are generating: every running stream
+# waits for the step, so a step's prompt chunk bounds their inter-token latency; but a
+# chunk that is too small loses more than it saves. llama.cpp's CPU flash attention
+# takes its tiled kernel only for 64 or more query rows of a sequence in one ubatch
+# (GGML_FA_TILE_Q); below that it runs one row at a time, several times slower deep
+# in a prompt, and the chunk gives one of its rows to the ubatch of the decoding
+# rows. bench/prompts_beside_streams.py (8 streams of a 1,300-token prompt sent at
+# once, 2 cores, quiet): 64 gave 0.70x llama-server's throughput and an inter-token
+# p50 of 213 ms; 256 gave 0.98x, p50 52 ms, p99 under 0.8 s; 128 fell between and
+# varied more (0.8-1.1x). llama-server fills its batch: p99 about 5 s. Alone, a prompt
+# uses the whole batch.
+PREFILL_WHILE_DECODING = 256
 
 
 @dataclass(slots=True)
