@@ -26,7 +26,7 @@ from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.generation.handler import GenerationHandler
-from parlance.server.generation.parlance_headers import PROGRESS, SPECULATIVE
+from parlance.server.generation.parlance_headers import PROGRESS, SPECULATIVE, SWITCH
 from parlance.server.openapi.operation import (
     API_NAMES,
     EMPTY,
@@ -54,7 +54,7 @@ OPENAI, ANTHROPIC = API_NAMES["openai"], API_NAMES["anthropic"]
 OLLAMA, LMSTUDIO = API_NAMES["ollama"], API_NAMES["lmstudio"]
 SERVER = "Server"
 
-_SWITCH = {"type": "string", "enum": ["on", "off"]}
+_SWITCH = {"type": "string", "enum": list(SWITCH)}
 # The headers every generation route reads (`server/generation/parlance_headers.py`)
 PARLANCE_HEADERS = (
     Query(SPECULATIVE, _SWITCH, "off: no speculative decoding for this request (it never "
