@@ -1,9 +1,9 @@
 """`parlance chat` in a pseudo-terminal against a real server over the fake engine: an
 answer streams (reasoning, Markdown, tool calls), Ctrl-C stops it (the server cancels
-the generation) and the prompt comes back, the slash commands change what the next
-request carries, the operator's MCP servers run on the server (a real loopback MCP
-server) with their calls and results drawn and kept, multi-line input, Ctrl-D and
-/exit leave with status 0."""
+the generation, or abandons a request still being set up) and the prompt comes back,
+the slash commands change what the next request carries, the operator's MCP servers
+run on the server (a real loopback MCP server) with their calls and results drawn and
+kept, multi-line input, Ctrl-D and /exit leave with status 0."""
 
 from __future__ import annotations
 
@@ -87,6 +87,29 @@ def test_ctrl_c_stops_the_answer_not_the_program(chat, server):
                                                ("user", "and then?")]
     chat.sendintr()  # at the prompt: a new line, still running
     chat.expect_exact(PROMPT)
+    chat.sendeof()
+    assert leave(chat) == 0
+
+
+def test_ctrl_c_before_the_answer_begins_cancels_it_too(chat, server):
+    """Ctrl-C while the request is still being set up (the server loads the model
+    before its answer's first byte): the turn is cancelled, the prompt comes back, and
+    the server abandons the request (the model, once loaded, never generates it)."""
+    ask(chat, "/model acme/cold-model")
+    server.loader.gate.clear()  # the load holds half way
+    chat.sendline("tell a story")
+    assert server.loader.halfway.wait(STARTUP)
+    chat.sendintr()
+    chat.expect_exact("stopped")
+    chat.expect_exact(PROMPT)
+    server.loader.gate.set()
+    deadline = time.monotonic() + STARTUP
+    while not server.models.is_loaded("acme/cold-model") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "Hello there!" in ask(chat, "and then?")
+    engine = next(m.engine for m in server.models if m.spec.id == "acme/cold-model")
+    assert len(engine.requests) == 1  # the cancelled turn never reached it, nor is kept
+    assert conversation(engine) == [("user", "and then?")]
     chat.sendeof()
     assert leave(chat) == 0
 
