@@ -7,10 +7,16 @@ kept, multi-line input, Ctrl-D and /exit leave with status 0."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import signal
+import sys
 import time
 
 import pexpect
 import pytest
+from rich.console import Console
+from rich.live import Live
 
 from parlance.core.errors import EngineFailure
 from parlance.core.events import (
@@ -22,6 +28,7 @@ from parlance.core.events import (
     ToolCallStart,
     Usage,
 )
+from parlance.console.chat import ChatSession
 from parlance.engines.fake import Generated
 from parlance.integrations.settings import ConfiguredServer, IntegrationSettings
 from tests.support.console_server import conversation, fake_server, spawn
@@ -112,6 +119,46 @@ def test_ctrl_c_before_the_answer_begins_cancels_it_too(chat, server):
     assert conversation(engine) == [("user", "and then?")]
     chat.sendeof()
     assert leave(chat) == 0
+
+
+class InterruptedTerminal(io.StringIO):
+    """A terminal where Ctrl-C (SIGINT, delivered as in a real one) lands during the
+    first thing written to it: the live view's start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupted = False
+
+    def write(self, text: str) -> int:
+        if not self.interrupted:
+            self.interrupted = True
+            signal.raise_signal(signal.SIGINT)
+        return super().write(text)
+
+
+class NoServer:
+    """A server the turn never reaches: the interrupt comes before its request."""
+
+    url = "http://127.0.0.1:9"
+    asked = 0
+
+    @contextlib.contextmanager
+    def events(self, path, body):
+        self.asked += 1
+        yield iter(())
+
+
+def test_ctrl_c_while_the_live_view_starts_leaves_no_view_behind():
+    terminal, server = InterruptedTerminal(), NoServer()
+    console = Console(file=terminal, force_terminal=True, width=80)
+    stdout = sys.stdout
+    ChatSession(server, console).ask("hello")  # type: ignore[arg-type]
+    assert terminal.interrupted and "stopped" in terminal.getvalue()
+    assert server.asked == 0  # the turn ended there
+    assert sys.stdout is stdout  # the view's redirection undone
+    probe = Live(console=console)
+    assert console.set_live(probe)  # no view left behind: a new one is the only one
+    console.clear_live()
 
 
 def test_slash_commands_change_the_next_request(chat, server):

@@ -77,7 +77,10 @@ PLAIN: dict[tuple[str, str], Operation] = {
             "streams LM Studio's chat events `model_load.start`, `model_load.progress` "
             "(`progress` 0 to 1) and `model_load.end` (`load_time_seconds`, and in "
             "`result` the answer above), or ends with an `error` event; what would refuse "
-            "the load is still an HTTP error before the stream starts.")),
+            "the load is still an HTTP error before the stream starts. The wait is bounded "
+            "by the request timeout (408, `request_timeout`) and ends when the server "
+            "shuts down (503, `server_shutting_down`); the load itself runs on, and its "
+            "model stays loaded.")),
     ("POST", "/api/v1/models/unload"): Operation(
         LMSTUDIO, "Unload a model", _LMSTUDIO, body=lmstudio_models.UnloadRequest),
     ("POST", "/api/v1/models/download"): Operation(
