@@ -18,6 +18,7 @@ import pytest
 from rich.console import Console
 from rich.live import Live
 
+from parlance.console.chat import ChatSession
 from parlance.core.errors import EngineFailure
 from parlance.core.events import (
     Finish,
@@ -28,7 +29,6 @@ from parlance.core.events import (
     ToolCallStart,
     Usage,
 )
-from parlance.console.chat import ChatSession
 from parlance.engines.fake import Generated
 from parlance.integrations.settings import ConfiguredServer, IntegrationSettings
 from tests.support.console_server import conversation, fake_server, spawn

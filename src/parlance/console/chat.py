@@ -147,9 +147,9 @@ def _fenced(first: str, read: ReadLine) -> str:
 def interrupts_held() -> Iterator[None]:
     """Ctrl-C inside the block is raised at its end. Rich's live view starts and stops
     in steps (the console's live stack, its render hook, stdout redirected, a redraw
-    thread): one interrupted between them is never undone, and goes on drawing over
-    the prompt. (Signals are handled in the main thread only; elsewhere, nothing to
-    hold.)"""
+    thread), and one interrupted between them is never undone: the console then takes
+    every later view for a nested one, which draws nothing until its answer has
+    ended. (Signals are handled in the main thread only; elsewhere, nothing to hold.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
