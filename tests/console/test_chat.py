@@ -1,17 +1,24 @@
 """`parlance chat` in a pseudo-terminal against a real server over the fake engine: an
 answer streams (reasoning, Markdown, tool calls), Ctrl-C stops it (the server cancels
-the generation) and the prompt comes back, the slash commands change what the next
-request carries, the operator's MCP servers run on the server (a real loopback MCP
-server) with their calls and results drawn and kept, multi-line input, Ctrl-D and
-/exit leave with status 0."""
+the generation, or abandons a request still being set up) and the prompt comes back,
+the slash commands change what the next request carries, the operator's MCP servers
+run on the server (a real loopback MCP server) with their calls and results drawn and
+kept, multi-line input, Ctrl-D and /exit leave with status 0."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import signal
+import sys
 import time
 
 import pexpect
 import pytest
+from rich.console import Console
+from rich.live import Live
 
+from parlance.console.chat import ChatSession
 from parlance.core.errors import EngineFailure
 from parlance.core.events import (
     Finish,
@@ -89,6 +96,69 @@ def test_ctrl_c_stops_the_answer_not_the_program(chat, server):
     chat.expect_exact(PROMPT)
     chat.sendeof()
     assert leave(chat) == 0
+
+
+def test_ctrl_c_before_the_answer_begins_cancels_it_too(chat, server):
+    """Ctrl-C while the request is still being set up (the server loads the model
+    before its answer's first byte): the turn is cancelled, the prompt comes back, and
+    the server abandons the request (the model, once loaded, never generates it)."""
+    ask(chat, "/model acme/cold-model")
+    server.loader.gate.clear()  # the load holds half way
+    chat.sendline("tell a story")
+    assert server.loader.halfway.wait(STARTUP)
+    chat.sendintr()
+    chat.expect_exact("stopped")
+    chat.expect_exact(PROMPT)
+    server.loader.gate.set()
+    deadline = time.monotonic() + STARTUP
+    while not server.models.is_loaded("acme/cold-model") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "Hello there!" in ask(chat, "and then?")
+    engine = next(m.engine for m in server.models if m.spec.id == "acme/cold-model")
+    assert len(engine.requests) == 1  # the cancelled turn never reached it, nor is kept
+    assert conversation(engine) == [("user", "and then?")]
+    chat.sendeof()
+    assert leave(chat) == 0
+
+
+class InterruptedTerminal(io.StringIO):
+    """A terminal where Ctrl-C (SIGINT, delivered as in a real one) lands during the
+    first thing written to it: the live view's start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupted = False
+
+    def write(self, text: str) -> int:
+        if not self.interrupted:
+            self.interrupted = True
+            signal.raise_signal(signal.SIGINT)
+        return super().write(text)
+
+
+class NoServer:
+    """A server the turn never reaches: the interrupt comes before its request."""
+
+    url = "http://127.0.0.1:9"
+    asked = 0
+
+    @contextlib.contextmanager
+    def events(self, path, body):
+        self.asked += 1
+        yield iter(())
+
+
+def test_ctrl_c_while_the_live_view_starts_leaves_no_view_behind():
+    terminal, server = InterruptedTerminal(), NoServer()
+    console = Console(file=terminal, force_terminal=True, width=80)
+    stdout = sys.stdout
+    ChatSession(server, console).ask("hello")  # type: ignore[arg-type]
+    assert terminal.interrupted and "stopped" in terminal.getvalue()
+    assert server.asked == 0  # the turn ended there
+    assert sys.stdout is stdout  # the view's redirection undone
+    probe = Live(console=console)
+    assert console.set_live(probe)  # no view left behind: a new one is the only one
+    console.clear_live()
 
 
 def test_slash_commands_change_the_next_request(chat, server):

@@ -6,13 +6,16 @@ asking (`require_approval: never`), as the web page does; their calls and result
 drawn as the stream brings them, and kept in the conversation. Input is read with
 readline (editing, and a history file when one is given). A line ending in `\\`
 continues on the next line, and a block between two `\"\"\"` lines is one message.
-Ctrl-C while an answer streams closes the stream (the server cancels the generation
-and frees its slot) and comes back to the prompt; Ctrl-C at the prompt clears the
-line; Ctrl-D or `/exit` leaves."""
+Ctrl-C while an answer streams, or while its request is still being set up, closes the
+connection (the server cancels the generation and frees its slot, or abandons the
+request) and comes back to the prompt; Ctrl-C at the prompt clears the line; Ctrl-D or
+`/exit` leaves."""
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,19 +63,26 @@ class ChatSession(Chat):
         self.items.clear()
 
     def ask(self, text: str) -> None:
-        """One turn: stream the answer into a live view until it ends or Ctrl-C."""
+        """One turn: stream the answer into a live view until it ends or Ctrl-C, which
+        may come at any point of it, also while the request is still being set up."""
         self.items.append({"role": "user", "content": text})
         answer, stopped, started = Answer(), False, time.perf_counter()
+        # Live redraws from a thread of its own, REDRAW times a second (the Markdown is
+        # rendered whole each time: not once per token), and once more at the end
+        live = Live(answer, console=self.console, refresh_per_second=REDRAW,
+                    vertical_overflow="visible")
         try:
-            # Live redraws from a thread of its own, REDRAW times a second (the Markdown
-            # is rendered whole each time: not once per token), and once more at the end
-            with (Live(answer, console=self.console, refresh_per_second=REDRAW,
-                       vertical_overflow="visible"),
-                  self.server.events("/v1/responses", self.request()) as events):
-                for event in events:
-                    answer.feed(event)
-                    if (failed := stream_error(event)) is not None:  # (the stream's end)
-                        raise ServerError(failed)
+            try:
+                with interrupts_held():
+                    live.start(refresh=True)
+                with self.server.events("/v1/responses", self.request()) as events:
+                    for event in events:
+                        answer.feed(event)
+                        if (failed := stream_error(event)) is not None:  # (its end)
+                            raise ServerError(failed)
+            finally:
+                with interrupts_held():
+                    live.stop()
         except KeyboardInterrupt:
             stopped = True  # leaving the `with` closed the stream: the server stops
         except ServerError as exc:
@@ -131,6 +141,27 @@ def _fenced(first: str, read: ReadLine) -> str:
             lines[-1] = lines[-1].rstrip()[:-len(FENCE)]
             return "\n".join(lines).strip("\n")
         lines.append(read(MORE))
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C inside the block is raised at its end. Rich's live view starts and stops
+    in steps (the console's live stack, its render hook, stdout redirected, a redraw
+    thread), and one interrupted between them is never undone: the console then takes
+    every later view for a nested one, which draws nothing until its answer has
+    ended. (Signals are handled in the main thread only; elsewhere, nothing to hold.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None
+                      else previous)
+    if held:
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.generation.handler import GenerationHandler
-from parlance.server.generation.parlance_headers import PROGRESS, SPECULATIVE
+from parlance.server.generation.parlance_headers import PROGRESS, SPECULATIVE, SWITCH
 from parlance.server.openapi.operation import (
     API_NAMES,
     EMPTY,
@@ -54,7 +54,7 @@ OPENAI, ANTHROPIC = API_NAMES["openai"], API_NAMES["anthropic"]
 OLLAMA, LMSTUDIO = API_NAMES["ollama"], API_NAMES["lmstudio"]
 SERVER = "Server"
 
-_SWITCH = {"type": "string", "enum": ["on", "off"]}
+_SWITCH = {"type": "string", "enum": list(SWITCH)}
 # The headers every generation route reads (`server/generation/parlance_headers.py`)
 PARLANCE_HEADERS = (
     Query(SPECULATIVE, _SWITCH, "off: no speculative decoding for this request (it never "
@@ -77,7 +77,10 @@ PLAIN: dict[tuple[str, str], Operation] = {
             "streams LM Studio's chat events `model_load.start`, `model_load.progress` "
             "(`progress` 0 to 1) and `model_load.end` (`load_time_seconds`, and in "
             "`result` the answer above), or ends with an `error` event; what would refuse "
-            "the load is still an HTTP error before the stream starts.")),
+            "the load is still an HTTP error before the stream starts. The wait is bounded "
+            "by the request timeout (408, `request_timeout`) and ends when the server "
+            "shuts down (503, `server_shutting_down`); the load itself runs on, and its "
+            "model stays loaded.")),
     ("POST", "/api/v1/models/unload"): Operation(
         LMSTUDIO, "Unload a model", _LMSTUDIO, body=lmstudio_models.UnloadRequest),
     ("POST", "/api/v1/models/download"): Operation(

@@ -176,11 +176,22 @@ def test_written_entries_are_found_by_another_tier_on_the_same_directory(tmp_pat
         other.close()
 
 
+class WatchedDisk(DiskTier):
+    """A disk tier that says when its writer begins to wait for the engine (`holding`)."""
+
+    def __init__(self, *args: object) -> None:
+        self.holding = threading.Event()  # (before the writer thread starts)
+        super().__init__(*args)  # type: ignore[arg-type]
+
+    def _holding(self) -> None:
+        self.holding.set()
+
+
 def test_the_writer_waits_while_the_engine_runs_and_writes_once_it_is_idle(tmp_path):
-    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk = WatchedDisk(tmp_path, FACTS, 1 << 20)
     disk.engine_busy(True)
     disk.write(entry(range(40)))
-    assert disk.waiting_for_idle.wait(30)  # it holds the entry, and has written nothing
+    assert disk.holding.wait(30)  # it holds the entry, and has written nothing
     assert not list(tmp_path.rglob(f"*{SUFFIX}")) and not list(tmp_path.rglob(".tmp-*"))
     disk.engine_busy(False)
     assert len(written(disk)) == 1

@@ -46,8 +46,9 @@ class LoadEncoder:
     text/event-stream`; LM Studio's load has none, so no client of it ever gets one):
     the `model_load.*` events of LM Studio's chat stream (start; progress, 0 to 1, while
     this request's load runs; end with its time), `model_load.end` also carrying in
-    `result` what the load answers without a stream. A load that fails ends with the
-    chat stream's `error` event."""
+    `result` what the load answers without a stream. A load that fails, or whose
+    wait was stopped, ends with the chat stream's `error` event (after its start, as
+    every load's stream begins)."""
 
     def __init__(self, instance_id: str) -> None:
         self._id = instance_id
@@ -61,7 +62,7 @@ class LoadEncoder:
                                  result=load_answer(self._id, seconds, config))
 
     def fail(self, error: ParlanceError) -> list[Frame]:
-        return [frame("error", error=error_object(error))]
+        return [*self._frames.start(self._id), frame("error", error=error_object(error))]
 
 
 class UnloadRequest(WireModel):

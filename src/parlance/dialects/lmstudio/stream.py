@@ -133,11 +133,15 @@ class LoadFrames:
     def __init__(self) -> None:
         self._started = False
 
+    def start(self, model: str) -> list[Frame]:
+        """`model_load.start`, unless it was sent already."""
+        if self._started:
+            return []
+        self._started = True
+        return [frame("model_load.start", model_instance_id=model)]
+
     def feed(self, event: ModelLoad, **extra: Any) -> list[Frame]:
-        frames = []
-        if not self._started:
-            self._started = True
-            frames.append(frame("model_load.start", model_instance_id=event.model))
+        frames = self.start(event.model)
         if event.seconds is None:
             frames.append(frame("model_load.progress", model_instance_id=event.model,
                                 progress=round(event.progress, 4)))

@@ -5,7 +5,14 @@ is the models layer's.
 
 A load answers once it is done, as LM Studio's does; a client that asks for a stream
 (`Accept: text/event-stream`) is shown its progress as it runs (`LoadEncoder`), after
-everything that could refuse it was checked (a real HTTP error)."""
+everything that could refuse it was checked (a real HTTP error). Either way the wait is
+a call like any other (`Supervisor`): bounded by the request deadline (the one that
+also bounds a chat loading its model inside its response) and stopped when the drain's
+grace ends, answered in LM Studio's envelope (408, 503) or, in the stream, by its
+`error` event; a load done by then answers as usual. A client that leaves only stops
+waiting. The load itself runs to its end either way and its model stays loaded: loads
+are single-flight, so another request may be waiting for this very one, and a load is
+one blocking llama.cpp call on a worker thread."""
 
 from __future__ import annotations
 
@@ -38,6 +45,8 @@ from parlance.server.body.reader import read_wire
 from parlance.server.endpoints.answering import answering
 from parlance.server.generation.loading import ReportedLoad
 from parlance.server.generation.streaming import EventStreamResponse
+from parlance.server.generation.supervision import Supervisor
+from parlance.server.http.access_log import access_record
 from parlance.server.settings import ServerSettings
 
 
@@ -74,28 +83,38 @@ class LMStudioModels:
             self.models.plan(spec, options)  # refused before the loaded one is let go
             await self.models.unload(spec.id)  # a different context: load it afresh
             current = None
+        record = access_record(request)
+        record.model = spec.id
+        supervisor = Supervisor.for_call(request.app, record, self.settings.request_timeout)
         if "text/event-stream" in request.headers.get("accept", ""):
             if current is None:
                 self.models.plan(spec, options)  # refused before the stream starts
             return EventStreamResponse(
-                self._load_events(spec, options, body.echo_load_config), framing="sse",
-                keepalive_seconds=self.settings.keepalive_seconds, on_close=lambda: None)
+                self._load_events(spec, options, body.echo_load_config, supervisor),
+                framing="sse", keepalive_seconds=self.settings.keepalive_seconds,
+                on_close=lambda: None)
         started = time.perf_counter()
-        model, _ = await self.models.load(spec, options)
+        model, _ = await supervisor.answer(request.receive, self.models.load(spec, options))
         return load_answer(model.spec.id, time.perf_counter() - started,
                            model.config if body.echo_load_config else None)
 
-    async def _load_events(self, spec: ModelSpec, options: LoadOptions, echo: bool
-                           ) -> AsyncGenerator[Frame, None]:
-        """The load's stream; a client that leaves lets the load run on."""
+    async def _load_events(self, spec: ModelSpec, options: LoadOptions, echo: bool,
+                           supervisor: Supervisor) -> AsyncGenerator[Frame, None]:
+        """The load's stream, overseen while the load runs: stopped (the deadline, the
+        drain's end), it ends with the `error` event; closed (the client left), it
+        just ends. The load runs on either way."""
         encoder = LoadEncoder(spec.id)
         started = time.perf_counter()
         loading = ReportedLoad(lambda report: self.models.load(spec, options, report))
         try:
-            async with contextlib.aclosing(loading.fractions()) as fractions:
-                async for fraction in fractions:
-                    for frame in encoder.progress(fraction):
-                        yield frame
+            with supervisor.overseeing() as stopped:
+                async with contextlib.aclosing(loading.fractions(stopped)) as fractions:
+                    async for fraction in fractions:
+                        for frame in encoder.progress(fraction):
+                            yield frame
+            if not loading.task.done():  # stopped first
+                assert supervisor.reason is not None
+                raise supervisor.reason
             model, _ = loading.task.result()
         except ParlanceError as exc:
             for frame in encoder.fail(exc):

@@ -74,30 +74,37 @@ class ReportedLoad(Generic[T]):
         # Once nobody waits for it, its outcome is nobody's to report
         self.task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
-    async def fractions(self, stop: asyncio.Future[Any] | None = None
+    async def fractions(self, stop: asyncio.Event | None = None
                         ) -> AsyncGenerator[float, None]:
         """The fraction loaded, until the load ends (then `task` has its outcome, and
-        every report it made has been passed on) or `stop` is done."""
+        every report it made has been passed on) or `stop` is set."""
         shown = -1.0
-        ends = {self.task} if stop is None else {self.task, stop}
-        while stop is None or not stop.done():
-            if self._reports.empty():
-                if self.task.done():
-                    return  # (its reports were queued before its end)
-                waiter = asyncio.ensure_future(self._reports.get())
-                try:
-                    await asyncio.wait({waiter, *ends}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    waiter.cancel()
-                if not waiter.done() or waiter.cancelled():
-                    continue
-                fraction = waiter.result()
-            else:
-                fraction = self._reports.get_nowait()
-            fraction = min(1.0, fraction)
-            if fraction - shown >= 0.01 or (fraction == 1.0 and shown < 1.0):
-                shown = fraction
-                yield fraction
+        ends: set[asyncio.Future[Any]] = {self.task}
+        if stop is not None:
+            ends.add(asyncio.ensure_future(stop.wait()))
+        try:
+            while stop is None or not stop.is_set():
+                if self._reports.empty():
+                    if self.task.done():
+                        return  # (its reports were queued before its end)
+                    waiter = asyncio.ensure_future(self._reports.get())
+                    try:
+                        await asyncio.wait({waiter, *ends},
+                                           return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        waiter.cancel()
+                    if not waiter.done() or waiter.cancelled():
+                        continue
+                    fraction = waiter.result()
+                else:
+                    fraction = self._reports.get_nowait()
+                fraction = min(1.0, fraction)
+                if fraction - shown >= 0.01 or (fraction == 1.0 and shown < 1.0):
+                    shown = fraction
+                    yield fraction
+        finally:
+            for end in ends - {self.task}:
+                end.cancel()
 
 
 class LoadingGeneration:
@@ -124,9 +131,8 @@ class LoadingGeneration:
 
     async def _events(self) -> AsyncIterator[Event]:
         loading = ReportedLoad(self._lease.acquire)
-        cancelled = asyncio.ensure_future(self._cancelled.wait())
         try:
-            async with contextlib.aclosing(loading.fractions(cancelled)) as fractions:
+            async with contextlib.aclosing(loading.fractions(self._cancelled)) as fractions:
                 async for fraction in fractions:
                     yield ModelLoad(self._model_id, fraction)
             if not loading.task.done():
@@ -135,8 +141,6 @@ class LoadingGeneration:
         except ParlanceError as exc:
             yield Failed(exc)
             return
-        finally:
-            cancelled.cancel()
         seconds = self._lease.load_seconds
         if seconds is not None:
             yield ModelLoad(self._model_id, 1.0, seconds)

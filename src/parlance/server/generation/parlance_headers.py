@@ -1,7 +1,8 @@
 """Per-request switches no LLM API has a field for, the same on every route: rather than
 add an unknown body field to each dialect's schema, a header says it (for WebSocket
-mode, once in the handshake, for every call of the connection). Each is `on` or `off`;
-any other value is a 400 in the route's own envelope.
+mode, once in the handshake, for every call of the connection). Each is `on` or `off`
+(in any case), the one spelling the README and the OpenAPI document give; any other
+value (`1`, `true` or `yes` too) is a 400 in the route's own envelope.
 
 - `X-Parlance-Speculative: off` opts the request out of speculative decoding
   (llama-server's `speculative.*` body fields tune its own drafter and are not part of
@@ -23,7 +24,7 @@ from parlance.dialects.base import Call
 
 SPECULATIVE = "X-Parlance-Speculative"
 PROGRESS = "X-Parlance-Progress"
-_OFF, _ON = ("off", "0", "false", "no"), ("on", "1", "true", "yes", "auto")
+SWITCH = {"on": True, "off": False}  # a switch's values, and what each means
 
 
 def with_parlance_headers(connection: HTTPConnection, call: Call) -> Call:
@@ -41,10 +42,8 @@ def switch(connection: HTTPConnection, name: str) -> bool | None:
     raw = connection.headers.get(name)
     if raw is None:
         return None
-    value = raw.strip().lower()
-    if value in _ON:
-        return True
-    if value not in _OFF:
+    value = SWITCH.get(raw.strip().lower())
+    if value is None:
         raise InvalidRequest(f"The {name} header must be 'on' or 'off', not {raw!r}.",
                              param=name)
-    return False
+    return value
