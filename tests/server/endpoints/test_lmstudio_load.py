@@ -8,52 +8,20 @@ holds half way until the test opens its gate, so every stop lands mid-load."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from parlance.engines.fake import FakeEngine
-from parlance.models.served import ServedModel, ServedModels
-from parlance.server import ServerSettings, create_app
-from tests.support.asgi_exchange import Exchange, exchange, until
+from tests.support.asgi_exchange import Exchange, exchange
 from tests.support.envelopes import checked_error
-from tests.support.fake_app import FAKE_SPEC
+from tests.support.held_loads import held
 from tests.support.lmstudio_contract import check_load_answer, checked_load_events
-from tests.support.scripted_models import COLD, GatedLoader
+from tests.support.scripted_models import COLD
 
 LOAD = "/api/v1/models/load"
 BODY = {"model": COLD.id}
 STREAMED = ((b"accept", b"text/event-stream"),)
 SHUTTING_DOWN, TIMED_OUT = "server_shutting_down", "request_timeout"
-
-
-class Held:
-    """An app whose cold model's load holds half way until `loader.gate` is set."""
-
-    def __init__(self, **settings: float) -> None:
-        self.loader = GatedLoader(FakeEngine)
-        warm = ServedModel(FAKE_SPEC, FakeEngine(), 1700000000)
-        self.models = ServedModels([warm], catalog=lambda: [COLD], loader=self.loader)
-        self.app = create_app(self.models, ServerSettings(**settings))  # type: ignore[arg-type]
-
-    async def halfway(self) -> None:
-        await until(self.loader.halfway.is_set, "the load half way")
-
-    async def loaded_after_all(self) -> None:
-        """The gate opens: the load the request left goes on, and its model stays."""
-        self.loader.gate.set()
-        await until(lambda: self.models.is_loaded(COLD.id), "the model loaded")
-
-
-@contextlib.contextmanager
-def held(**settings: float) -> Iterator[Held]:
-    app = Held(**settings)
-    try:
-        yield app
-    finally:  # a failed test never leaves the loading thread waiting
-        app.loader.gate.set()
 
 
 def stopped_with(answer: Exchange, code: str, *, streamed: bool) -> None:

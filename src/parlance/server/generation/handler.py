@@ -79,8 +79,9 @@ class GenerationHandler:
             authorize(request, self.settings.api_keys)
             call = with_parlance_headers(request, await read_json(
                 request, self.settings.max_body_bytes, self.dialect.parse))
-            if call.load_only:
-                return await load_only(self.models, self.dialect, call, record)
+            if call.load_only:  # its wait is bounded and drained as any call's
+                return await supervisor.answer(
+                    request.receive, load_only(self.models, self.dialect, call, record))
             background = self.runs is not None and self.runs.takes(call)
             if background:
                 supervisor.switch = StopSwitch()
