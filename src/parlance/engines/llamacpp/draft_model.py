@@ -155,10 +155,14 @@ class DraftModel:
     def _propose(self, wants: list[tuple[int, list[int], int]]) -> list[list[int]]:
         batch, rows = self._batch, {}
         batch.clear()
+        added: list[tuple[int, list[int]]] = []  # what this decode adds to each stream
         for i, (slot, context, k) in enumerate(wants):
             if k <= 0 or not context:
                 continue
             start = self._sync(slot, context)
+            if any(common_prefix(tokens, context) >= start + MIN_STREAM_COPY
+                   for _, tokens in added):
+                continue  # evaluated for another stream now: copied from it next time
             missing = context[start:]
             count = min(len(missing), batch.room)
             if count <= 0:
@@ -166,10 +170,12 @@ class DraftModel:
             for offset in range(count):
                 batch.add(missing[offset], start + offset, slot,
                           output=offset == len(missing) - 1)
-            self._held[slot] += missing[:count]
+            added.append((slot, context[:start + count]))
             if count == len(missing):
                 rows[i] = batch.size - 1
         self._decode()
+        for slot, tokens in added:
+            self._held[slot][:] = tokens
         drafts: list[list[int]] = [[] for _ in wants]
         for i, row in rows.items():
             drafts[i].append(self._guess(row))
@@ -191,20 +197,23 @@ class DraftModel:
 
     def _sync(self, slot: int, context: list[int]) -> int:
         """Bring the stream to the longest prefix of `context` it can keep (never all
-        of it: the last token is evaluated again for its logits); where it starts."""
+        of it: the last token is evaluated again for its logits), copying another
+        stream that holds more of it when that saves evaluating `MIN_STREAM_COPY`
+        tokens (the choices of `n`); where the stream's missing tokens start."""
         held = self._held[slot]
         limit = len(context) - 1
         keep = min(common_prefix(held, context), limit)
-        best, source = keep, None
-        for other, tokens in enumerate(self._held):
-            if other != slot and (n := min(common_prefix(tokens, context), limit)) > best:
-                best, source = n, other
-        if source is not None and best - keep >= MIN_STREAM_COPY:
-            memory = self.model.memory
-            llama_cpp.llama_memory_seq_rm(memory, slot, 0, -1)
-            llama_cpp.llama_memory_seq_cp(memory, source, slot, -1, -1)  # whole streams
-            held[:] = self._held[source]
-            keep = best
+        if limit - keep >= MIN_STREAM_COPY:
+            best, source = keep, None
+            for other, tokens in enumerate(self._held):
+                if other != slot and (n := min(common_prefix(tokens, context), limit)) > best:
+                    best, source = n, other
+            if source is not None and best - keep >= MIN_STREAM_COPY:
+                memory = self.model.memory
+                llama_cpp.llama_memory_seq_rm(memory, slot, 0, -1)
+                llama_cpp.llama_memory_seq_cp(memory, source, slot, -1, -1)  # whole streams
+                held[:] = self._held[source]
+                keep = best
         if len(held) > keep:
             llama_cpp.llama_memory_seq_rm(self.model.memory, slot, keep, -1)
             del held[keep:]
