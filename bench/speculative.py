@@ -39,7 +39,8 @@ Targets (issue: speculative decoding): code-edit single stream spec ≥ 1.6× of
 
 Run on a quiet machine:
 `.venv/bin/python bench/speculative.py [--tokens 256] [--runs 3] [--streams 1,8]`
-(`--workloads code-edit,prose --sides spec,off` to narrow it). Exit code 0 whatever
+(`--workloads code-edit,prose --sides spec,off` to narrow it; `--sides
+draft,off-invariant` for the draft model alone). Exit code 0 whatever
 the result; PASS/FAIL is printed against each target.
 """
 

@@ -153,8 +153,9 @@ class DraftModel:
     # -- scheduler thread -----------------------------------------------------------
 
     def _propose(self, wants: list[tuple[int, list[int], int]]) -> list[list[int]]:
-        batch, rows = self._batch, {}
+        batch = self._batch
         batch.clear()
+        rows: dict[int, int] = {}  # want -> the batch row of its context's last token
         added: list[tuple[int, list[int]]] = []  # what this decode adds to each stream
         for i, (slot, context, k) in enumerate(wants):
             if k <= 0 or not context:
