@@ -173,7 +173,7 @@ async def test_a_draft_as_costly_as_the_model_never_drafts():
                                  speculative=SpeculativeSettings(mode="draft"), draft=path)
     try:
         result = await run(priced, text_request(LIST_PROMPT, max_tokens=24))
-        assert result.usage.completion_tokens == 24 or result.finish == "stop"
+        assert result.failed is None and result.usage.completion_tokens > 1
         assert counters(priced) == (0, 0)
     finally:
         await priced.aclose()

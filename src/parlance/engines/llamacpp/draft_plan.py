@@ -151,7 +151,8 @@ class ModelDrafts:
                                  unified=unified)
         if not any(lengths):
             return [[] for _ in candidates]
-        wants = [(c.slot, _context(c), k) for c, k in zip(candidates, lengths, strict=True)]
+        wants = [(c.slot, _context(c) if k else [], k)
+                 for c, k in zip(candidates, lengths, strict=True)]
         guessed = self.draft.propose(wants)
         return [c.screen(tokens) if tokens else []
                 for c, tokens in zip(candidates, guessed, strict=True)]
