@@ -102,8 +102,9 @@ async def test_greedy_output_is_the_same_with_the_draft_model_and_without(engine
 
 
 async def test_streams_drafting_together_say_what_each_says_alone(engine):
+    """Beside one that opted out of drafts."""
     requests = [text_request(LIST_PROMPT, max_tokens=32),
-                chat_request(PROSE_PROMPT, max_tokens=32),
+                chat_request(PROSE_PROMPT, max_tokens=32, speculative=False),
                 text_request("Once upon a time", max_tokens=32),
                 chat_request("Name three primary colours.", max_tokens=32)]
     alone = [await without_drafts(engine, r) for r in requests]
