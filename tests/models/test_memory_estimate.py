@@ -183,9 +183,15 @@ def test_a_draft_model_is_planned_with_its_model_in_a_context_like_its_own() -> 
     assert plan.memory.draft == alone.memory  # (the same file drafting for itself)
     assert plan.memory.total == 2 * alone.memory.total
     check_fits(plan, "m", budget=plan.memory.total, available=None)
+    budget = plan.memory.total - 1
     with pytest.raises(InvalidRequest, match="MiB for the draft model") as info:
-        check_fits(plan, "m", budget=alone.memory.total, available=None)
+        check_fits(plan, "m", budget=budget, available=None)
     largest = int(info.value.message.split("that fits is ")[1].rstrip("."))
+    assert largest == 3840
     smaller = plan_load(replace(SMOL, draft=SMOL), LoadOptions(context_length=largest,
                                                                parallel=2), LoadDefaults())
-    check_fits(smaller, "m", budget=alone.memory.total, available=None)
+    check_fits(smaller, "m", budget=budget, available=None)
+    with pytest.raises(InvalidRequest):  # the next padded size up does not
+        check_fits(plan_load(replace(SMOL, draft=SMOL), LoadOptions(
+            context_length=largest + 1, parallel=2), LoadDefaults()), "m", budget=budget,
+            available=None)
