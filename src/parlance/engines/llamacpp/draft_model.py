@@ -99,7 +99,8 @@ class DraftModel:
         self.model = model
         self._target_vocab = target_vocab  # a guess past it is no token of the target
         self._held: list[list[int]] = [[] for _ in range(model.settings.parallel)]
-        self._batch = Batch(model.settings.n_batch)
+        # (llama.cpp takes no more tokens a decode than its context's cells)
+        self._batch = Batch(llama_cpp.llama_n_batch(model.ctx))
         self.failures = 0
 
     @classmethod
