@@ -19,6 +19,7 @@ from parlance.core.errors import InvalidRequest
 from parlance.engines.llamacpp import LlamaCppEngine
 from parlance.engines.llamacpp.draft_model import DraftModel
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel
+from parlance.engines.llamacpp.prompt_cache import CacheSettings
 from parlance.engines.llamacpp.speculation import SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from tests.support.real_engine import (
@@ -148,6 +149,30 @@ async def test_a_cancelled_stream_frees_its_slot_and_the_next_drafts_in_step(eng
                                                           strict=True))
     assert drafted > 0 and accepted >= drafted - 1
     assert same_tokens(with_, await without_drafts(engine, request))
+
+
+async def test_a_prefix_the_prompt_cache_restores_is_caught_up_by_the_draft():
+    """One slot: the second prompt takes it (the first goes to the RAM tier), the first
+    comes back restored from there, and the draft's stream, holding the second's
+    tokens, catches up with what the slot now holds."""
+    path = model_path()
+    cached = LlamaCppEngine.load(path, replace(SETTINGS, parallel=1),
+                                 prompt_cache=CacheSettings(ram_bytes=64 << 20),
+                                 speculative=CHEAP, draft=path)
+    first = text_request(" ".join([LIST_PROMPT] * 3), max_tokens=16)
+    try:
+        await run(cached, first)
+        await run(cached, chat_request(PROSE_PROMPT, max_tokens=16))
+        before = counters(cached)
+        again = await run(cached, first)
+        assert again.usage.cached_tokens > 0  # restored, not evaluated
+        drafted, accepted = (now - then for now, then in zip(counters(cached), before,
+                                                              strict=True))
+        assert drafted > 0 and accepted >= drafted - 1
+        assert draft_in_step(cached) == (0, [])
+        assert same_tokens(again, await without_drafts(cached, first))
+    finally:
+        await cached.aclose()
 
 
 async def test_metrics_count_the_drafted_and_accepted_tokens(engine):
