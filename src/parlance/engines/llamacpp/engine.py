@@ -102,8 +102,8 @@ class LlamaCppEngine:
             settings = replace(settings, batch_invariant=True)
         model = LlamaModel(path, settings, on_progress, rpc)
         try:
-            drafts = (DraftModel.load(draft, settings, model)
-                      if draft is not None and speculative.mode == "draft" else None)
+            draft_model = (DraftModel.load(draft, settings, model)
+                           if draft is not None and speculative.mode == "draft" else None)
         except BaseException:
             model.close()
             raise
@@ -114,7 +114,7 @@ class LlamaCppEngine:
         )
         return cls(model, template, max_waiting=max_waiting, prompt_cache=prompt_cache,
                    strict_max_tokens=strict_max_tokens, speculative=speculative,
-                   draft=drafts)
+                   draft=draft_model)
 
     async def start(self, request: GenerationRequest) -> LlamaGeneration:
         self._check_logit_bias(request)
