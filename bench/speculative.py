@@ -12,6 +12,11 @@ time, rounds interleaved so drift hits all alike, the median round kept):
 * **off** – `parlance serve` (the default: no drafts, llama.cpp's KV layout)
 * **off-invariant** – `parlance serve --batch-invariant`: no drafts in spec's layout, the
   side spec's greedy text must equal
+* **draft** – `parlance serve --draft-model` with SmolLM2 drafting for itself (the only
+  model that ships): the draft-model mechanism end to end, its greedy text equal to
+  off-invariant's and nearly every draft token accepted. A draft as large as the model
+  costs as much per decode, so it is priced as if it were 20× smaller (`--draft-cost
+  0.05`) or it would never draft; timed, it is slower than off, and says so.
 * **llama-server** – no speculation
 * **ngram-mod** – llama-server `--spec-type ngram-mod`
 
@@ -22,9 +27,10 @@ streams started at once (each stream's prompt differs by one leading line).
 
 Reported: decode tok/s per side (1 stream: after the first token; 8 streams: all
 tokens / first request sent → last token), the ratios spec/off and spec/ngram-mod,
-spec/off-invariant (what drafting buys within one layout), Parlance's acceptance rate
-from its `/metrics` (accepted / drafted draft tokens: load independent), whether spec
-and off-invariant gave the same greedy text for every stream, and the regression
+spec/off-invariant (what drafting buys within one layout), draft/off-invariant, the
+acceptance rates of spec and draft from `/metrics` (accepted / drafted draft tokens: load
+independent), whether spec and draft each gave off-invariant's greedy text for every
+stream, and the regression
 guards on the default server (off): single stream (prose) vs the raw llama.cpp loop of
 bench/single_stream.py (≥ 0.97) and 8 streams (prose) vs llama-server (≥ 1.0).
 
@@ -33,7 +39,8 @@ Targets (issue: speculative decoding): code-edit single stream spec ≥ 1.6× of
 
 Run on a quiet machine:
 `.venv/bin/python bench/speculative.py [--tokens 256] [--runs 3] [--streams 1,8]`
-(`--workloads code-edit,prose --sides spec,off` to narrow it). Exit code 0 whatever
+(`--workloads code-edit,prose --sides spec,off` to narrow it; `--sides
+draft,off-invariant` for the draft model alone). Exit code 0 whatever
 the result; PASS/FAIL is printed against each target.
 """
 
@@ -65,7 +72,11 @@ THREADS = 2
 SLOTS = 8
 CTX_PER_SLOT = 4096
 SETTLE_SECONDS = 1.0
-SIDES = ("spec", "off", "off-invariant", "llama-server", "ngram-mod")
+SIDES = ("spec", "off", "off-invariant", "draft", "llama-server", "ngram-mod")
+DRAFTING = ("spec", "draft")  # the sides whose acceptance is reported
+# The draft side's price of a draft decode, relative to the model's: SmolLM2 drafting
+# for itself really costs 1, which never pays, so it would never draft.
+DRAFT_COST = "0.05"
 
 console = Console(width=None if sys.stdout.isatty() else 140)
 
@@ -168,7 +179,7 @@ def speculation_counters(base: str) -> tuple[int, int]:
 
 
 def measure(base: str, side: str, workload: str, streams: int, max_tokens: int) -> Result:
-    parlance = side in ("spec", "off", "off-invariant")
+    parlance = side in ("spec", "off", "off-invariant", "draft")
     before = speculation_counters(base) if parlance else (0, 0)
     result = run_streams(base, workload, streams, max_tokens)
     if parlance:
@@ -192,6 +203,7 @@ def commands(model: Path) -> dict[str, Callable[[int], list[str]]]:
 
     return {"spec": parlance("ngram"), "off": parlance("off"),
             "off-invariant": parlance("off", "--batch-invariant"),
+            "draft": parlance("draft", "--draft-model", str(model), "--draft-cost", DRAFT_COST),
             "llama-server": llama_server(), "ngram-mod": llama_server("--spec-type", "ngram-mod")}
 
 
@@ -251,7 +263,7 @@ def main() -> int:
                         console.print(f"round {round_ + 1} {workload} ×{streams} {side}: "
                                       f"{result.tokens} tokens, {fmt(result.rate)} tok/s"
                                       + (f", {result.accepted}/{result.drafted} drafts kept"
-                                         if side == "spec" else ""))
+                                         if side in DRAFTING else ""))
     raw_rate = None if args.no_raw or "prose" not in workloads else raw_prose(model, args)
     report(results, bases, workloads, levels, raw_rate)
     return 0
@@ -268,31 +280,40 @@ def raw_prose(model: Path, args: argparse.Namespace) -> float | None:
     return statistics.median([r for r in rates if r is not None] or [0.0]) or None
 
 
+def drafts_and_text(runs: list[Result], off_runs: list[Result]) -> tuple[str, str]:
+    """A drafting side's accepted/drafted tokens, and whether each round's greedy texts
+    were off-invariant's."""
+    drafted = sum(r.drafted for r in runs)
+    accepted = sum(r.accepted for r in runs)
+    share = fmt(100 * accepted / drafted if drafted else None, 0, "%")
+    same = (all(a.texts == b.texts for a, b in zip(runs, off_runs, strict=True))
+            if runs and off_runs else None)
+    return f"{accepted}/{drafted} ({share})", "–" if same is None else ("yes" if same else "NO")
+
+
 def report(results: dict[tuple[str, str, int], list[Result]], bases: dict[str, str],
            workloads: list[str], levels: list[int], raw_rate: float | None) -> None:
-    table = Table(title="tok/s (median round); spec's acceptance; spec = off-invariant greedy text")
+    table = Table(title="tok/s (median round); acceptance of spec and draft; their greedy "
+                        "text = off-invariant's")
     for column in ("workload", "streams", *bases, "spec/off", "spec/off-inv", "spec/ngram-mod",
-                   "accepted/drafted", "identical"):
+                   "draft/off-inv", "spec accepted/drafted", "spec identical",
+                   "draft accepted/drafted", "draft identical"):
         table.add_column(column, justify="right")
     checks: list[tuple[str, float | None, float]] = []
     for workload in workloads:
         for streams in levels:
             rates = {s: median_rate(results.get((s, workload, streams), [])) for s in bases}
-            spec_runs = results.get(("spec", workload, streams), [])
             off_runs = results.get(("off-invariant", workload, streams), [])
-            drafted = sum(r.drafted for r in spec_runs)
-            accepted = sum(r.accepted for r in spec_runs)
-            same = (all(a.texts == b.texts for a, b in zip(spec_runs, off_runs, strict=True))
-                    if spec_runs and off_runs else None)
+            drafting = [cell for side in DRAFTING for cell in drafts_and_text(
+                results.get((side, workload, streams), []), off_runs)]
             over_off = ratio(rates.get("spec"), rates.get("off"))
             over_mod = ratio(rates.get("spec"), rates.get("ngram-mod"))
             over_same_layout = ratio(rates.get("spec"), rates.get("off-invariant"))
-            share = fmt(100 * accepted / drafted if drafted else None, 0, "%")
             table.add_row(workload, str(streams), *(fmt(rates[s]) for s in bases),
                           fmt(over_off, 2, "×"), fmt(over_same_layout, 2, "×"),
                           fmt(over_mod, 2, "×"),
-                          f"{accepted}/{drafted} ({share})",
-                          "–" if same is None else ("yes" if same else "NO"))
+                          fmt(ratio(rates.get("draft"), rates.get("off-invariant")), 2, "×"),
+                          *drafting)
             checks.append((f"{workload} {streams} stream(s): spec ≥ 0.97× off", over_off, 0.97))
             if workload == "code-edit" and streams == 1:
                 checks.append(("code-edit 1 stream: spec ≥ 1.6× off", over_off, 1.6))

@@ -87,4 +87,30 @@ def test_speculative_is_a_setting_checked_wherever_it_comes_from(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PARLANCE_SPECULATIVE", "eagle")
     assert main(["serve", "--model", "smollm2"]) == 2  # refused before any load
-    assert "speculative must be one of ngram, off" in capsys.readouterr().err
+    assert "speculative must be one of ngram, draft, off" in capsys.readouterr().err
+
+
+def test_the_draft_model_goes_to_the_loader_with_the_model_it_drafts_for(tmp_path, monkeypatch,
+                                                                         capsys):
+    """Planned with the model (its memory counted), or refused before any load when its
+    file is not there."""
+    import parlance.cli
+    from parlance.models.registry import BUILTIN
+
+    monkeypatch.chdir(tmp_path)
+    loads = []
+
+    def loader(spec, plan, on_progress):
+        loads.append((spec, plan))
+        raise ValueError("not loading anything in this test")
+
+    monkeypatch.setattr(parlance.cli, "_engine_loader", lambda config: loader)
+    assert main(["serve", "--draft-model", str(tmp_path / "missing.gguf")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.gguf" in err and "--draft-model" in err
+    assert loads == []
+    draft = BUILTIN[0].locate()
+    assert main(["serve", "--draft-model", str(draft)]) == 2
+    [(spec, plan)] = loads
+    assert spec.draft is not None and spec.draft.locate() == draft
+    assert plan.memory.draft is not None and plan.memory.draft.weights == draft.stat().st_size

@@ -162,14 +162,37 @@ def test_the_speculative_mode_is_checked_wherever_it_comes_from(tmp_path):
     config = tmp_path / "parlance.toml"
     config.write_text('[serve]\nspeculative = "eagle"\n')
     with pytest.raises(ValueError, match=r"\[serve\] in .*parlance.toml: speculative must be "
-                                         r"one of ngram, off, not 'eagle'"):
+                                         r"one of ngram, draft, off, not 'eagle'"):
         resolve_config({}, {}, config)
     with pytest.raises(ValueError, match="PARLANCE_SPECULATIVE: speculative must be one of"):
-        resolve_config({}, {"PARLANCE_SPECULATIVE": "draft"}, config)
+        resolve_config({}, {"PARLANCE_SPECULATIVE": "medusa"}, config)
     resolved, _ = resolve_config({}, {"PARLANCE_SPECULATIVE": " NGRAM "}, config)
     assert resolved.speculative == "ngram"
     resolved, _ = resolve_config({"speculative": "off"}, {}, config)  # the flag wins
     assert resolved.speculative == "off"
+
+
+def test_a_draft_model_implies_draft_mode_and_contradictions_are_refused(tmp_path):
+    model = tmp_path / "draft.gguf"
+    resolved, _ = resolve_config({"draft_model": str(model)}, {}, None)
+    assert (resolved.speculative, resolved.draft_model) == ("draft", str(model))
+    resolved, _ = resolve_config({}, {"PARLANCE_DRAFT_MODEL": "smollm2",
+                                      "PARLANCE_SPECULATIVE": "draft",
+                                      "PARLANCE_DRAFT_COST": "0.1"}, None)
+    assert (resolved.speculative, resolved.draft_cost) == ("draft", 0.1)
+    with pytest.raises(ValueError, match="speculative must be 'draft'.*not 'ngram'"):
+        resolve_config({"draft_model": "smollm2", "speculative": "ngram"}, {}, None)
+    with pytest.raises(ValueError, match="not 'off'"):
+        resolve_config({"draft_model": "smollm2"}, {"PARLANCE_SPECULATIVE": "off"}, None)
+    with pytest.raises(ValueError, match="needs a draft model"):
+        resolve_config({"speculative": "draft"}, {}, None)
+    with pytest.raises(ValueError, match="give one"):
+        resolve_config({"draft_cost": 0.5}, {}, None)
+    with pytest.raises(ValueError, match="draft_cost must be a number of 0 or more"):
+        resolve_config({"draft_model": "smollm2", "draft_cost": -1}, {}, None)
+    with pytest.raises(ValueError, match="none is given"):  # a gateway loads no model
+        resolve_config({"draft_model": "smollm2", "upstream": ["http://127.0.0.1:1"]}, {},
+                       None)
 
 
 def test_a_value_of_the_wrong_type_is_refused_naming_its_source(tmp_path):

@@ -28,7 +28,7 @@ from parlance.config import (
 )
 from parlance.console import entry as console_entry
 from parlance.console.load_progress import LoadProgress
-from parlance.core.errors import InvalidRequest, Unavailable
+from parlance.core.errors import EngineFailure, InvalidRequest, Unavailable
 
 console = Console(stderr=True)
 load_progress = LoadProgress(console)  # every load of `serve`, at start and on demand
@@ -84,7 +84,18 @@ def _parser() -> argparse.ArgumentParser:
                        help="speculative decoding: 'ngram' drafts tokens from the prompt and "
                             "the text so far and verifies them in the same decode step "
                             "(the same output either way: it implies --batch-invariant); "
+                            "'draft' drafts them with --draft-model (implied by it); "
                             "'off' (the default) decodes one token per step")
+    serve.add_argument("--draft-model", dest="draft_model",
+                       help="a smaller model with the same tokenizer (path to a .gguf file "
+                            "or registry name) whose guesses the --model model verifies: "
+                            "speculative decoding with a draft model (--speculative draft); "
+                            "default: none")
+    serve.add_argument("--draft-cost", dest="draft_cost", type=float,
+                       help="what a decode of the draft model costs, relative to one of "
+                            "the model, as speculation weighs it against the tokens its "
+                            "drafts are expected to save (default: the ratio of their "
+                            "weights' sizes)")
     serve.add_argument("--max-body-mb", dest="max_body_mb", type=int,
                        help="largest request body accepted, in MiB (larger: 413)")
     serve.add_argument("--api-key", dest="api_key", action="append",
@@ -224,7 +235,8 @@ def _engine_loader(config: ServeConfig):
                                    on_progress=on_progress, max_waiting=config.queue_size,
                                    rpc=rpc, prompt_cache=prompt_cache,
                                    strict_max_tokens=config.strict_max_tokens,
-                                   speculative=speculative)
+                                   speculative=speculative,
+                                   draft=spec.draft.locate() if spec.draft else None)
 
     return load
 
@@ -240,7 +252,8 @@ def speculative_settings(config: ServeConfig):
     """--speculative (checked by `config.resolve_config`, wherever it came from)."""
     from parlance.engines.llamacpp.speculation import SpeculativeMode, SpeculativeSettings
 
-    return SpeculativeSettings(mode=cast(SpeculativeMode, config.speculative))
+    return SpeculativeSettings(mode=cast(SpeculativeMode, config.speculative),
+                               draft_cost=config.draft_cost)
 
 
 def prompt_cache_settings(config: ServeConfig):
@@ -319,7 +332,7 @@ def _load_first(config: ServeConfig, registry: dict, loader):
     from parlance.models.load_plan import LoadOptions, check_fits, plan_load
     from parlance.models.registry import resolve_spec
 
-    spec = resolve_spec(config.model, registry)
+    spec = _with_draft(resolve_spec(config.model, registry), config, registry)
     spec.locate()  # (a missing file is said first)
     try:
         plan = plan_load(spec, LoadOptions(), load_defaults(config))
@@ -329,6 +342,23 @@ def _load_first(config: ServeConfig, registry: dict, loader):
         raise InvalidRequest(f"{exc.message} [{_FLAGS.get(exc.param or '', exc.param)}]",
                              param=exc.param, code=exc.code) from None
     return spec, loader(spec, plan, None), plan
+
+
+def _with_draft(spec, config: ServeConfig, registry: dict):
+    """The model --model names, with the --draft-model that drafts for it (its memory is
+    planned with the model's, and it is loaded and unloaded with it)."""
+    from dataclasses import replace
+
+    from parlance.models.registry import resolve_spec
+
+    if not config.draft_model:
+        return spec
+    try:
+        draft = resolve_spec(config.draft_model, registry)
+        draft.locate()
+    except InvalidRequest as exc:
+        raise InvalidRequest(f"{exc.message} [--draft-model]", param="draft_model") from None
+    return replace(spec, draft=draft)
 
 
 def _first_model(config: ServeConfig, registry: dict, loader) -> list:
@@ -343,7 +373,8 @@ def _first_model(config: ServeConfig, registry: dict, loader) -> list:
     ctx = engine.model.settings
     console.print(f"[green]Loaded[/] {spec.id} in {time.perf_counter() - started:.2f}s "
                   f"({ctx.parallel} slots, context {ctx.n_ctx} "
-                  f"{'shared' if ctx.kv_unified else 'each'}, {ctx.n_threads} threads)")
+                  f"{'shared' if ctx.kv_unified else 'each'}, {ctx.n_threads} threads)"
+                  + (f", drafts from {spec.draft.id}" if spec.draft else ""))
     return [ServedModel(spec, engine, int(time.time()), plan.memory.total)]
 
 
@@ -488,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "models":
             return list_models(registry)
         return serve(config, registry)
-    except (InvalidRequest, Unavailable, FileNotFoundError, ValueError) as exc:
+    except (InvalidRequest, Unavailable, EngineFailure, FileNotFoundError, ValueError) as exc:
         console.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")
         return 2
 

@@ -78,10 +78,15 @@ class ServeConfig:
     queue_size: int = 64  # sequences (prompts × n) that may wait for a slot
     kv_unified: bool = False
     strict_max_tokens: bool = False  # refuse max_tokens beyond the context (OpenAI's rule)
-    # Speculative decoding in the llama.cpp engine: "ngram" (prompt-lookup drafts) or
-    # "off". Off by default: it pays only on text that copies long spans of its input,
-    # and takes the batch-invariant layout's slower prompts (see README).
+    # Speculative decoding in the llama.cpp engine: "ngram" (prompt-lookup drafts),
+    # "draft" (a draft model's guesses: --draft-model, which implies it) or "off". Off
+    # by default: it pays only on text that copies long spans of its input, and takes
+    # the batch-invariant layout's slower prompts (see README).
     speculative: str = "off"
+    draft_model: str = ""  # a path or registry name: drafts for the --model model
+    # A decode of the draft model relative to one of the target; None: the ratio of
+    # their weights' sizes
+    draft_cost: float | None = None
     # The batch-invariant KV layout (greedy answers repeat whatever the batch or cache),
     # off by default for its cost; speculation turns it on.
     batch_invariant: bool = False
@@ -129,7 +134,7 @@ SERVE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ServeConfig)
 # Settings with a closed set of values, checked here whichever source gave them
 # (argparse's `choices` cover only the flags). `speculative` is the llama.cpp engine's
 # `SPECULATIVE_MODES` (not imported: that would load llama.cpp for every command).
-CHOICES: dict[str, tuple[str, ...]] = {"speculative": ("ngram", "off")}
+CHOICES: dict[str, tuple[str, ...]] = {"speculative": ("ngram", "draft", "off")}
 _TYPES = {f.name: str(f.type) for f in fields(ServeConfig)}  # ("int | None", …)
 
 
@@ -169,6 +174,27 @@ def _setting(field: str, raw: Any, source: str) -> Any:
     return value
 
 
+def _draft_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A draft model drafts in `draft` mode, which it implies; either without the other,
+    or a draft for no local model, is refused."""
+    draft, mode = values.get("draft_model"), values.get("speculative")
+    if not draft:
+        if mode == "draft":
+            raise ValueError("speculative 'draft' needs a draft model (--draft-model)")
+        if values.get("draft_cost") is not None:
+            raise ValueError("draft_cost prices a draft model: give one (--draft-model)")
+        return {}
+    if mode not in (None, "draft"):
+        raise ValueError(f"--draft-model drafts with that model: speculative must be "
+                         f"'draft' (or left out), not {mode!r}")
+    if not values["local_model"]:
+        raise ValueError("--draft-model drafts for the model --model loads; none is given")
+    cost = values.get("draft_cost")
+    if cost is not None and not 0 <= cost < float("inf"):
+        raise ValueError(f"draft_cost must be a number of 0 or more, not {cost!r}")
+    return {"speculative": "draft"}
+
+
 def read_config_file(path: Path | None) -> tuple[dict[str, Any], Path | None]:
     """The file's document and the file read (None: no file)."""
     if path is None:
@@ -201,6 +227,7 @@ def resolve_config(
     if "local_model" not in values:
         values["local_model"] = "model" in values or not (values.get("upstream")
                                                          or values["upstreams"])
+    values.update(_draft_settings(values))
     config = ServeConfig(**values)
     registry = with_aliases(registry, config.model_alias)
     if not config.data_dir:

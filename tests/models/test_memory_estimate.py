@@ -171,3 +171,27 @@ def test_check_fits_names_the_limit_and_the_largest_context_that_fits() -> None:
     with pytest.raises(InvalidRequest, match="has free"):
         check_fits(plan, "m", budget=None, available=free)
     check_fits(plan, "m", budget=None, available=free, freeable=free - usable_memory(free))
+
+
+def test_a_draft_model_is_planned_with_its_model_in_a_context_like_its_own() -> None:
+    """`--draft-model`: the draft's weights, KV cells and compute count against the
+    budget with the model's, and the largest context that fits grows both caches."""
+    from dataclasses import replace
+
+    alone = plan_load(SMOL, LoadOptions(parallel=2), LoadDefaults())
+    plan = plan_load(replace(SMOL, draft=SMOL), LoadOptions(parallel=2), LoadDefaults())
+    assert plan.memory.draft == alone.memory  # (the same file drafting for itself)
+    assert plan.memory.total == 2 * alone.memory.total
+    check_fits(plan, "m", budget=plan.memory.total, available=None)
+    budget = plan.memory.total - 1
+    with pytest.raises(InvalidRequest, match="MiB for the draft model") as info:
+        check_fits(plan, "m", budget=budget, available=None)
+    largest = int(info.value.message.split("that fits is ")[1].rstrip("."))
+    assert largest == 3840
+    smaller = plan_load(replace(SMOL, draft=SMOL), LoadOptions(context_length=largest,
+                                                               parallel=2), LoadDefaults())
+    check_fits(smaller, "m", budget=budget, available=None)
+    with pytest.raises(InvalidRequest):  # the next padded size up does not
+        check_fits(plan_load(replace(SMOL, draft=SMOL), LoadOptions(
+            context_length=largest + 1, parallel=2), LoadDefaults()), "m", budget=budget,
+            available=None)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -63,15 +64,19 @@ TRANSLATE_PROMPT = "Translate to Japanese: I love cats 🐱"
 # -- the engine ---------------------------------------------------------------------
 
 
+def model_path() -> Path:
+    """SmolLM2's file; the test is skipped where it is not installed."""
+    try:
+        return builtin_registry()[MODEL_ID].locate()
+    except FileNotFoundError as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"real-engine tests need the default model: {exc}")
+
+
 def load_engine(speculative: SpeculativeSettings = NO_SPECULATION) -> LlamaCppEngine:
     """SmolLM2 as the tests use it; by default as `parlance serve` runs it (no drafts,
     llama.cpp's KV layout)."""
-    try:
-        path = builtin_registry()[MODEL_ID].locate()
-    except FileNotFoundError as exc:  # pragma: no cover - depends on the machine
-        pytest.skip(f"real-engine tests need the default model: {exc}")
-    return LlamaCppEngine.load(path, ContextSettings(n_ctx=N_CTX, n_threads=2,
-                                                     parallel=SLOTS),
+    return LlamaCppEngine.load(model_path(), ContextSettings(n_ctx=N_CTX, n_threads=2,
+                                                             parallel=SLOTS),
                                speculative=speculative)
 
 
@@ -189,12 +194,18 @@ async def wait_until(predicate, timeout: float, what: str) -> float:
 def kv_cache_mismatches(engine: LlamaCppEngine) -> list[tuple[int, int, int, int]]:
     """Slots whose bookkeeping disagrees with llama.cpp's KV cache: (slot, pos min,
     pos max, tokens we think it holds). Empty when every cell is accounted for."""
-    memory, bad = engine.model.memory, []
-    for slot in engine.scheduler.slots.slots:
-        low = llama_cpp.llama_memory_seq_pos_min(memory, slot.id)
-        high = llama_cpp.llama_memory_seq_pos_max(memory, slot.id)
-        if (low, high) != ((0, len(slot.tokens) - 1) if slot.tokens else (-1, -1)):
-            bad.append((slot.id, low, high, len(slot.tokens)))
+    return stream_mismatches(engine.model.memory,
+                             [slot.tokens for slot in engine.scheduler.slots.slots])
+
+
+def stream_mismatches(memory, streams: list[list[int]]) -> list[tuple[int, int, int, int]]:
+    """Sequence ids whose cells in `memory` are not positions 0 … len(streams[id]) - 1."""
+    bad = []
+    for seq, tokens in enumerate(streams):
+        low = llama_cpp.llama_memory_seq_pos_min(memory, seq)
+        high = llama_cpp.llama_memory_seq_pos_max(memory, seq)
+        if (low, high) != ((0, len(tokens) - 1) if tokens else (-1, -1)):
+            bad.append((seq, low, high, len(tokens)))
     return bad
 
 

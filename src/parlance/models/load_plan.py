@@ -12,7 +12,7 @@ memory budget and the memory the machine has free, with a 400 that names the par
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from parlance.core.errors import InvalidRequest
@@ -21,6 +21,7 @@ from parlance.models.memory_estimate import (
     MemoryEstimate,
     ModelShape,
     estimate,
+    kv_cells,
     model_shape,
 )
 from parlance.models.registry import ModelSpec
@@ -95,6 +96,10 @@ def plan_load(spec: ModelSpec, options: LoadOptions, defaults: LoadDefaults) -> 
     unified = defaults.kv_unified
     memory = estimate(shape, context_length=context, parallel=parallel,
                       eval_batch_size=batch, unified=unified)
+    if spec.draft is not None:  # a context of the same cells, slots and batch
+        draft = estimate(model_shape(_path(spec.draft)), context_length=context,
+                         parallel=parallel, eval_batch_size=batch, unified=unified)
+        memory = replace(memory, draft=draft)
     return LoadPlan(context, parallel, batch, unified, memory, shape, options)
 
 
@@ -122,7 +127,11 @@ def _largest_context(plan: LoadPlan, limit: int) -> int | None:
     if not cell:
         return None
     slots = 1 if plan.kv_unified else plan.parallel
-    room = limit - plan.memory.weights - plan.memory.compute
+    memory, draft = plan.memory, plan.memory.draft
+    room = limit - memory.weights - memory.compute
+    if draft is not None:  # its cells grow with the context too
+        room -= draft.weights + draft.compute
+        cell += draft.kv // kv_cells(plan.context_length, plan.parallel, plan.kv_unified)
     context = room // (cell * slots) // KV_CELL_PAD * KV_CELL_PAD
     return context if context >= MIN_CONTEXT else None
 
@@ -156,6 +165,8 @@ def check_fits(plan: LoadPlan, model_id: str, *, budget: int | None,
                  f"{plan.memory.kv / _MIB:.0f} MiB of KV cache for context_length "
                  f"{plan.context_length} x parallel {plan.parallel}, "
                  f"{plan.memory.compute / _MIB:.0f} MiB of compute buffers")
+        if plan.memory.draft is not None:
+            parts += f", {plan.memory.draft.total / _MIB:.0f} MiB for the draft model"
         largest = _largest_context(plan, limit)
         hint = (f" The largest context_length that fits is {largest}." if largest
                 else "")

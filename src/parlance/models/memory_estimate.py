@@ -116,10 +116,12 @@ class MemoryEstimate:
     weights: int
     kv: int
     compute: int  # the compute buffer and the logits output buffer
+    draft: MemoryEstimate | None = None  # its draft model's, in a context like its own
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute
+        return (self.weights + self.kv + self.compute
+                + (self.draft.total if self.draft is not None else 0))
 
 
 def estimate(shape: ModelShape, *, context_length: int, parallel: int, eval_batch_size: int,

@@ -39,7 +39,8 @@ class ModelSpec:
     """A model a user can ask for by `id` or any of its `aliases`.
 
     `sampling` holds default sampling values (only applied to fields the
-    client leaves unset); `chat_template` overrides the GGUF's own template.
+    client leaves unset); `chat_template` overrides the GGUF's own template; `draft` is
+    the model that drafts tokens for it (`--draft-model`), loaded and unloaded with it.
     """
 
     id: str
@@ -48,6 +49,7 @@ class ModelSpec:
     ctx_size: int | None = None
     chat_template: str | None = None
     sampling: Mapping[str, Any] = field(default_factory=dict)
+    draft: ModelSpec | None = None
 
     def names(self) -> tuple[str, ...]:
         return (self.id, *self.aliases)

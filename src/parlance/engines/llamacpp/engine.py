@@ -27,6 +27,7 @@ from parlance.core.request import (
 from parlance.engines.budget import context_overflow, output_budget
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
+from parlance.engines.llamacpp.draft_model import DraftModel
 from parlance.engines.llamacpp.drafting import NgramDrafter
 from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob
 from parlance.engines.llamacpp.guide import GuidePlan
@@ -57,8 +58,10 @@ class LlamaCppEngine:
                  max_waiting: int = DEFAULT_MAX_WAITING,
                  prompt_cache: CacheSettings = NO_PROMPT_CACHE,
                  strict_max_tokens: bool = False,
-                 speculative: SpeculativeSettings = NO_SPECULATION) -> None:
+                 speculative: SpeculativeSettings = NO_SPECULATION,
+                 draft: DraftModel | None = None) -> None:
         self.model = model
+        self.draft = draft
         self.template = template
         self.context_length = model.n_ctx
         self.strict_max_tokens = strict_max_tokens  # see engines/budget.py
@@ -67,7 +70,7 @@ class LlamaCppEngine:
         self.scheduler = Scheduler(model, slots=self.slots, max_waiting=max_waiting,
                                    metrics=metrics,
                                    cache=build_prompt_cache(model, prompt_cache, metrics),
-                                   speculative=speculative)
+                                   speculative=speculative, draft=draft)
         self._preparing = InFlight()
         if model.rpc is not None:  # a lost RPC server ends the streams, not the process
             model.rpc.watch(self.scheduler.abandon)
@@ -91,17 +94,27 @@ class LlamaCppEngine:
         prompt_cache: CacheSettings = NO_PROMPT_CACHE,
         strict_max_tokens: bool = False,
         speculative: SpeculativeSettings = NO_SPECULATION,
+        draft: Path | None = None,  # the draft model of `draft` mode
     ) -> LlamaCppEngine:
+        if speculative.mode == "draft" and draft is None:
+            speculative = NO_SPECULATION  # (only the model it was given for drafts)
         if speculative.enabled:  # drafts verified in a batch must not change the answer
             settings = replace(settings, batch_invariant=True)
         model = LlamaModel(path, settings, on_progress, rpc)
+        try:
+            draft_model = (DraftModel.load(draft, settings, model)
+                           if draft is not None and speculative.mode == "draft" else None)
+        except BaseException:
+            model.close()
+            raise
         template = ChatTemplate(
             chat_template or model.chat_template,
             bos_token=model.special_text(model.bos),
             eos_token=model.special_text(model.eos),
         )
         return cls(model, template, max_waiting=max_waiting, prompt_cache=prompt_cache,
-                   strict_max_tokens=strict_max_tokens, speculative=speculative)
+                   strict_max_tokens=strict_max_tokens, speculative=speculative,
+                   draft=draft_model)
 
     async def start(self, request: GenerationRequest) -> LlamaGeneration:
         self._check_logit_bias(request)
@@ -171,6 +184,8 @@ class LlamaCppEngine:
         # tokenizing for a request being prepared.
         if await asyncio.to_thread(self.scheduler.close) and await asyncio.to_thread(
                 self._preparing.close) and await self._close_embedding():
+            if self.draft is not None:
+                self.draft.close()
             self.model.close()
 
     async def _close_embedding(self) -> bool:

@@ -38,6 +38,8 @@ from parlance.core.errors import (
 )
 from parlance.core.events import Failed, FinishReason, Progress, Usage
 from parlance.engines.llamacpp.batch import DECODED, NO_ROOM, Batch
+from parlance.engines.llamacpp.draft_model import DraftModel
+from parlance.engines.llamacpp.draft_plan import ModelDrafts
 from parlance.engines.llamacpp.job import GroupSpec, Job
 from parlance.engines.llamacpp.logprobs import log_softmax_row
 from parlance.engines.llamacpp.model import LlamaModel
@@ -110,12 +112,15 @@ class _Chunk:
 class Scheduler:
     def __init__(self, model: LlamaModel, *, slots: int, max_waiting: int,
                  metrics: EngineMetrics | None = None, cache: PromptCache | None = None,
-                 speculative: SpeculativeSettings = NO_SPECULATION) -> None:
+                 speculative: SpeculativeSettings = NO_SPECULATION,
+                 draft: DraftModel | None = None) -> None:
         self.model = model
         self.slots = SlotTable(model.memory, slots, unified=model.settings.kv_unified,
                                cache=cache)
         self.metrics = metrics or EngineMetrics(slots_total=slots)
-        self.speculator = Speculator(speculative, self.metrics)
+        self.draft = draft  # the draft model (`draft` mode), its streams beside the slots
+        self.speculator = Speculator(speculative, self.metrics, None if draft is None else
+                                     ModelDrafts.of(draft, model, speculative))
         self.outbox = Outbox()
         self.max_waiting = max_waiting
         self._batch = Batch(model.settings.n_batch)
@@ -223,7 +228,7 @@ class Scheduler:
                     return False
                 self._drop_cancelled()
                 if self._clear_requests and not self._active:
-                    self.slots.clear()
+                    self._clear_slots()
                     for done in self._clear_requests:
                         done.set()
                     self._clear_requests.clear()
@@ -450,7 +455,12 @@ class Scheduler:
         for job in {g.job for g in self._active}:
             job.emit(Failed(error))
             self._drop_job(job, keep_cache=False)
+        self._clear_slots()
+
+    def _clear_slots(self) -> None:
         self.slots.clear()
+        if self.draft is not None:
+            self.draft.clear()
 
     def _publish(self) -> None:
         metrics = self.metrics

@@ -13,20 +13,24 @@ the ubatches llama.cpp splits it into included, and keeps the drafts that raise 
 step's tokens per unit of cost. Text that never repeats long spans drafts nothing;
 a large batch, whose rows are already cheap per token, drafts only near-certain
 spans; a sequence whose drafts keep failing stops drafting.
+
+With a draft model (`draft` mode) the drafts come from a `Proposer` instead
+(draft_plan.py), which the planner asks for the whole step's drafts at once: its
+guesses cost decodes of its own, made for all drafting sequences together.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from parlance.engines.llamacpp.drafting import Acceptance, NgramDrafter
 from parlance.engines.llamacpp.step_cost import StepCost
 from parlance.engines.metrics import EngineMetrics
 
-SpeculativeMode = Literal["ngram", "off"]
-SPECULATIVE_MODES: tuple[SpeculativeMode, ...] = ("ngram", "off")
+SpeculativeMode = Literal["ngram", "draft", "off"]
+SPECULATIVE_MODES: tuple[SpeculativeMode, ...] = ("ngram", "draft", "off")
 MAX_DRAFT = 32  # tokens a sequence may draft in one step
 GAIN = 1.05  # a plan must beat no drafts by this factor in tokens per unit of cost
 SPARSE_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24)  # weighed in a batch of many sequences
@@ -42,6 +46,9 @@ class SpeculativeSettings:
     mode: SpeculativeMode = "ngram"
     cost: StepCost = field(default_factory=StepCost)
     max_draft: int = MAX_DRAFT
+    # `draft` mode: a decode of the draft model relative to one of the target (None:
+    # the ratio of their weights' sizes)
+    draft_cost: float | None = None
 
     @property
     def enabled(self) -> bool:
@@ -180,10 +187,22 @@ class _Step:
             self.rows[p.index] = 1 + n
 
 
+class Proposer(Protocol):
+    """Drafts from outside a sequence's own context (a draft model): asked for every
+    candidate's draft of a step at once, and told how each fared."""
+
+    def plan(self, candidates: list[Candidate], room: int, *,
+             unified: bool = False) -> list[list[int]]: ...
+
+    def record(self, state: SequenceDraft, drafted: int, accepted: int) -> None: ...
+
+
 class Speculator:
-    def __init__(self, settings: SpeculativeSettings, metrics: EngineMetrics) -> None:
+    def __init__(self, settings: SpeculativeSettings, metrics: EngineMetrics,
+                 proposer: Proposer | None = None) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.proposer = proposer
 
     @property
     def enabled(self) -> bool:
@@ -204,6 +223,8 @@ class Speculator:
              unified: bool = False) -> list[list[int]]:
         """Each candidate's draft ([] for most), candidates in slot order; `room`: the
         draft rows the batch has left."""
+        if self.proposer is not None:
+            return self.proposer.plan(candidates, room, unified=unified)
         drafts: list[list[int]] = [[] for _ in candidates]
         cost = self.settings.cost
         slots = [c.slot for c in candidates]
@@ -252,6 +273,8 @@ class Speculator:
         return _Proposal(index, tokens, expected[:len(tokens) + 1])
 
     def record(self, state: SequenceDraft, drafted: int, accepted: int) -> None:
+        if self.proposer is not None:
+            self.proposer.record(state, drafted, accepted)
         state.acceptance.record(state.match, drafted, accepted)
         if drafted and accepted < drafted:
             state.resume = state.source + accepted + 1
