@@ -192,6 +192,49 @@ def test_after_the_model_departs_from_a_copy_the_copy_resumes_where_it_broke_off
     assert plan([candidate(0, departed)]) == [[]]  # no rejection there: nothing to resume
 
 
+# A function of 150 tokens that says a two-token name (7 8) five times.
+FUNCTION = [t for k in range(5) for t in (*range(200 + 30 * k, 228 + 30 * k), 7, 8)]
+
+
+def copied(context: list[int], answer: list[int]) -> tuple[int, int, int]:
+    """Decode steps, draft tokens and kept ones when a sequence whose context is
+    `context` writes `answer` (greedy: a draft keeps its prefix equal to the answer;
+    the answer's first token comes from the prompt's step)."""
+    speculator = Speculator(DEFAULT_SPECULATION, EngineMetrics())
+    state = speculator.start(NgramDrafter(context), 1)[0]
+    generated = answer[:1]
+    steps = drafted = kept = 0
+    while len(generated) < len(answer):
+        limit = len(answer) - len(generated) - 1
+        [draft] = speculator.plan([Candidate(0, state, limit, generated, lambda t: t)], 500)
+        truth = answer[len(generated):]
+        accepted = 0
+        while accepted < min(len(draft), len(truth)) and draft[accepted] == truth[accepted]:
+            accepted += 1
+        generated = generated + truth[:accepted + 1]
+        if draft:
+            speculator.record(state, len(draft), accepted)
+        steps, drafted, kept = steps + 1, drafted + len(draft), kept + accepted
+    return steps, drafted, kept
+
+
+def test_a_long_copy_is_drafted_in_a_few_long_steps():
+    steps, drafted, kept = copied([1, *FUNCTION, 2], FUNCTION)
+    assert steps <= len(FUNCTION) // 8
+    assert kept >= 0.8 * drafted
+
+
+def test_a_name_the_model_changes_is_drafted_changed_wherever_the_source_says_it():
+    """The first time the model writes its own name the copy breaks; the source picks
+    up just past the old name, and from then on drafts say the new name: the four
+    repetitions cost no step of their own."""
+    renamed = [99 if t == 7 else t for t in FUNCTION if t != 8]
+    plain_steps, _, _ = copied([1, *FUNCTION, 2], FUNCTION)
+    steps, drafted, kept = copied([1, *FUNCTION, 2], renamed)
+    assert steps <= plain_steps + 2
+    assert drafted - kept <= 2 * 32  # one draft broken by the first rename, at most two
+
+
 def test_what_a_draft_kept_is_recorded_for_the_sequence_and_the_metrics():
     metrics = EngineMetrics()
     speculator = Speculator(DEFAULT_SPECULATION, metrics)

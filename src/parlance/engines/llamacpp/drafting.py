@@ -25,7 +25,7 @@ from collections.abc import Iterable
 MIN_N, MAX_N = 1, 3  # the n-grams looked up, longest first
 MATCH_CAP = 32  # tokens a match's length is counted to
 # A draft token accepted less often than this cannot pay for its batch row anywhere
-# (step_cost.py: a row costs 0.44 of a one-row step).
+# (step_cost.py: a row costs 0.43 of a one-row step).
 NEGLIGIBLE = 0.2
 
 
