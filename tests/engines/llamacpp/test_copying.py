@@ -94,3 +94,12 @@ def test_a_copy_of_the_context_end_goes_on_with_what_it_copied():
     assert copy.draft(context, 5) == [5, 6, 5, 6, 5]
     assert copy.draft(context, 0) == []
     assert Copy().draft(context, 5) == []  # no copy followed
+
+
+def test_while_a_departure_may_be_an_edit_only_a_long_match_replaces_the_copy():
+    copy, _ = following([1, 2, 3, 99])
+    assert copy.cursor is None
+    assert copy.standing == MIN_RUN - 1  # a lookup's short match waits for the source
+    copy.start(0, 1)
+    assert copy.standing == 1
+    assert Copy().standing == 0

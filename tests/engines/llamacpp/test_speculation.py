@@ -227,10 +227,11 @@ def test_a_long_copy_is_drafted_in_a_few_long_steps():
 def test_a_name_the_model_changes_is_drafted_changed_wherever_the_source_says_it():
     """The first time the model writes its own name the copy breaks; the source picks
     up just past the old name, and from then on drafts say the new name: the four
-    repetitions cost no step of their own."""
+    repetitions cost no step of their own. The request names the new name (a lookup
+    of it lands there, on a short match)."""
     renamed = [99 if t == 7 else t for t in FUNCTION if t != 8]
     plain_steps, _, _ = copied([1, *FUNCTION, 2], FUNCTION)
-    steps, drafted, kept = copied([1, *FUNCTION, 2], renamed)
+    steps, drafted, kept = copied([1, 7, 8, 3, 99, 4, *FUNCTION, 2], renamed)
     assert steps <= plain_steps + 2
     assert drafted - kept <= 2 * 32  # one draft broken by the first rename, at most two
 

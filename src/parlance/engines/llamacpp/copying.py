@@ -57,6 +57,15 @@ class Copy:
         self._by_first: dict[int, list[Tokens]] = {}  # first old token → olds, longest first
         self._break: _Break | None = None
 
+    @property
+    def standing(self) -> int:
+        """The match a lookup's source must exceed to be followed instead: the run of the
+        copy followed, or, while the model's departure from one may yet turn out to be
+        an edit, a match that long copy would have been worth picking up for."""
+        if self.cursor is not None:
+            return self.run
+        return MIN_RUN - 1 if self._break is not None else 0
+
     def start(self, at: int, run: int) -> None:
         """Follow the source at `at`, which agrees with the context's last `run` tokens."""
         self.cursor, self.run, self._break = Cursor(at), run, None

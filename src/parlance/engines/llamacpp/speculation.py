@@ -8,7 +8,9 @@ cells. On a CPU a draft row is not free: it costs nearly what a row of a prompt
 costs, about 0.43 of a one-row step, and a second row in a step costs a whole one
 (step_cost.py). A draft pays only when its tokens are likely enough: each step
 `plan` weighs every proposal's expected accepted tokens (drafting.Acceptance, by
-the length of the match it came from) against what the step would cost with it,
+the run of the copy it comes from: copying.py follows a copy through the model's
+edits, so a rewrite with a renamed variable stays one long copy) against what the
+step would cost with it,
 the ubatches llama.cpp splits it into included, and keeps the drafts that raise the
 step's tokens per unit of cost. Text that never repeats long spans drafts nothing;
 a large batch, whose rows are already cheap per token, drafts only near-certain
@@ -235,10 +237,9 @@ class Speculator:
         drafter, copy = state.drafter, state.copy
         drafter.sync(generated, state.prompt_length)
         copy.follow(drafter.tokens)
-        start = drafter.source()
-        if start is not None and (copy.cursor is None or copy.run < MATCH_CAP):
+        if copy.standing < MATCH_CAP and (start := drafter.source()) is not None:
             match = drafter.match_length(start)
-            if copy.cursor is None or match > copy.run:
+            if match > copy.standing:
                 copy.start(start, match)
         return None if copy.cursor is None else copy.run
 
