@@ -11,9 +11,9 @@ costs, about 0.43 of a one-row step, and a second row in a step costs a whole on
 the run of the copy it comes from: copying.py follows a copy through the model's
 edits, so a rewrite with a renamed variable stays one long copy) against what the
 step would cost with it, the ubatches llama.cpp splits it into included, and keeps
-the drafts that raise the step's tokens per unit of cost. Text that never repeats long spans drafts nothing;
-a large batch, whose rows are already cheap per token, drafts only near-certain
-spans; a sequence whose drafts keep failing stops drafting.
+the drafts that raise the step's tokens per unit of cost. Text that never repeats
+long spans drafts nothing; a large batch, whose rows are already cheap per token,
+drafts only near-certain spans; a sequence whose drafts keep failing stops drafting.
 """
 
 from __future__ import annotations
