@@ -28,42 +28,41 @@ def test_the_cursor_advances_while_the_context_agrees_with_the_source():
 
 
 def test_after_a_rename_the_copy_goes_on_past_the_old_name_and_drafts_the_new_one():
-    """The model wrote 99 where the source said 7 8: once its next token (4) is found
+    """The model wrote 99 where the source said 7 8: once its next tokens (4 5) are found
     just past the old name, the copy goes on there, and its draft says 99 where the
     source says 7 8 again."""
-    copy, context = following([1, 2, 3, 99])  # departed: 99 instead of 7
+    assert CONFIRM == 2  # the examples below confirm with two tokens
+    copy, context = following([1, 2, 3, 99, 4])  # departed: 99 instead of 7
     assert copy.cursor is None
-    context.append(4)
+    context.append(5)
     copy.follow(context)
-    assert copy.cursor == Cursor(6)
+    assert copy.cursor == Cursor(7)
     assert copy.edits == {(7, 8): (99,)}
     assert copy.run == MIN_RUN + 3 + CONFIRM  # the run goes on through the edit
-    assert copy.draft(context, 8) == [5, 6, 10, 11, 12, 99, 13, 14]
+    assert copy.draft(context, 8) == [6, 10, 11, 12, 99, 13, 14, 15]
     # Following the renamed copy keeps the cursor on the source.
-    context += [5, 6, 10, 11, 12, 99, 13]
+    context += [6, 10, 11, 12, 99, 13]
     copy.follow(context)
     assert copy.cursor == Cursor(14)
     assert copy.draft(context, 7) == [14, 15, 16, 17, 99, 18, 19]
 
 
 def test_an_edit_to_a_longer_replacement_is_drafted_whole():
-    copy, context = following([1, 2, 3, 97, 98])  # 7 8 → 97 98 … then 4
-    context.append(4)
-    copy.follow(context)
+    copy, context = following([1, 2, 3, 97, 98, 4, 5])  # 7 8 → 97 98
     assert copy.edits == {(7, 8): (97, 98)}
-    assert copy.draft(context, 8) == [5, 6, 10, 11, 12, 97, 98, 13]
+    assert copy.draft(context, 8) == [6, 10, 11, 12, 97, 98, 13, 14]
 
 
 def test_an_edit_the_model_does_not_repeat_is_forgotten_and_the_copy_goes_on():
-    copy, context = following([1, 2, 3, 99, 4])
+    copy, context = following([1, 2, 3, 99, 4, 5])
     assert copy.edits == {(7, 8): (99,)}
     # The second time the model keeps the old name: the edit is forgotten, the source
     # followed as it is.
-    context += [5, 6, 10, 11, 12, 7]
+    context += [6, 10, 11, 12, 7, 8]
     copy.follow(context)
     assert copy.edits == {}
-    assert copy.cursor == Cursor(12)
-    assert copy.draft(context, 3) == [8, 13, 14]
+    assert copy.cursor == Cursor(13)
+    assert copy.draft(context, 3) == [13, 14, 15]
 
 
 def test_a_short_copy_that_breaks_is_not_picked_up_again():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parlance.engines.llamacpp.copying import Copy
+from parlance.engines.llamacpp.copying import CONFIRM, Copy
 from parlance.engines.llamacpp.drafting import Acceptance, NgramDrafter
 from parlance.engines.llamacpp.speculation import (
     DEFAULT_SPECULATION,
@@ -189,17 +189,17 @@ def test_a_run_of_sequences_all_copying_drafts_the_same_length_in_one_ubatch():
 
 def test_after_the_model_departs_from_a_copy_the_copy_resumes_where_it_broke_off():
     """A name changed in copied code: the draft is rejected where the model writes its
-    own word; once the next token is found just past that point in the source, the
-    copy goes on (a one-token match alone would draft nothing)."""
+    own word; once its next tokens (`CONFIRM`) are found just past that point in the
+    source, the copy goes on (a match of those tokens alone would draft nothing)."""
     speculator = Speculator(DEFAULT_SPECULATION, EngineMetrics())
     copying = candidate(0, COPIED[:20])
     [draft] = speculator.plan([copying], 500)
     assert len(draft) > 4 and copying.state is not None
     speculator.record(copying.state, len(draft), 3)  # COPIED[23] rejected: 999 instead
-    departed = [*COPIED[:23], 999, COPIED[24]]
+    departed = [*COPIED[:23], 999, *COPIED[24:24 + CONFIRM]]
     copying.generated = departed
     [resumed] = speculator.plan([copying], 500)
-    assert resumed and resumed == COPIED[25:25 + len(resumed)]
+    assert resumed and resumed == COPIED[24 + CONFIRM:24 + CONFIRM + len(resumed)]
     assert plan([candidate(0, departed)]) == [[]]  # no rejection there: nothing to resume
 
 
@@ -237,13 +237,14 @@ def test_a_long_copy_is_drafted_in_a_few_long_steps():
 
 def test_a_name_the_model_changes_is_drafted_changed_wherever_the_source_says_it():
     """The first time the model writes its own name the copy breaks; the source picks
-    up just past the old name, and from then on drafts say the new name: the four
-    repetitions cost no step of their own. The request names the new name (a lookup
+    up just past the old name (a step for the departure, one for each token that
+    confirms it), and from then on drafts say the new name: the four repetitions cost
+    no step of their own. The request names the new name (a lookup
     of it lands there, on a short match)."""
     renamed = [99 if t == 7 else t for t in FUNCTION if t != 8]
     plain_steps, _, _ = copied([1, *FUNCTION, 2], FUNCTION)
     steps, drafted, kept = copied([1, 7, 8, 3, 99, 4, *FUNCTION, 2], renamed)
-    assert steps <= plain_steps + 2
+    assert steps <= plain_steps + 1 + CONFIRM
     assert drafted - kept <= 2 * 32  # one draft broken by the first rename, at most two
 
 

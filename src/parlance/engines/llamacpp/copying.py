@@ -7,7 +7,8 @@ is one long copy with a few edits: once the model has written its own word where
 source had another, the source goes on a few tokens later, and wherever the source
 says the old word again the model says its new one. `Copy` keeps that: a cursor in
 the context (advanced as the sequence's tokens agree with the copy), the run of tokens
-the copy has held for (counted through its edits), the edits (`old` source tokens →
+the copy has held for (counted through its edits, up to `RESUMED_RUN` of it from before
+the last one: text whose copies keep being edited, a summary's, breaks again soon), the edits (`old` source tokens →
 the model's `new` ones, applied to every draft), and, after a departure from a copy
 that had held, the search for where the source picks up again: the fewest tokens
 replaced on either side, confirmed by the model's next `CONFIRM` tokens. An edit the
@@ -23,7 +24,11 @@ MIN_RUN = 8
 # An edit replaces at most this many tokens on either side: a name, not a rewrite.
 MAX_EDIT = 6
 # Tokens past the edit that must agree with the source before the copy goes on.
-CONFIRM = 1
+CONFIRM = 2
+# A copy picked up after an edit keeps at most this much of the run it had before:
+# weighed on bench/speculation_replay.py's workloads (16 and 2 confirming tokens: a
+# summary's paraphrases break again soon, and longer credit drafted past them).
+RESUMED_RUN = 16
 
 Tokens = tuple[int, ...]
 
@@ -147,7 +152,7 @@ class Copy:
                 if old and added:
                     self._learn(old, tuple(written[:added]))
                 self.cursor = Cursor(resume + len(after))
-                self.run = broken.run + len(after)
+                self.run = min(broken.run, RESUMED_RUN) + len(after)
                 self._break = None
                 return
 
