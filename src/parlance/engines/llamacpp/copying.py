@@ -7,12 +7,13 @@ is one long copy with a few edits: once the model has written its own word where
 source had another, the source goes on a few tokens later, and wherever the source
 says the old word again the model says its new one. `Copy` keeps that: a cursor in
 the context (advanced as the sequence's tokens agree with the copy), the run of tokens
-the copy has held for (counted through its edits, up to `RESUMED_RUN` of it from before
-the last one: text whose copies keep being edited, a summary's, breaks again soon), the edits (`old` source tokens →
-the model's `new` ones, applied to every draft), and, after a departure from a copy
-that had held, the search for where the source picks up again: the fewest tokens
-replaced on either side, confirmed by the model's next `CONFIRM` tokens. An edit the
-model does not repeat is forgotten where it first breaks the copy.
+the copy has held for (counted through its edits, with at most `RESUMED_RUN` of it
+from before the last one: text whose copies keep being edited, a summary's, breaks
+again soon), the edits (`old` source tokens → the model's `new` ones, applied to every
+draft), and, after a departure from a copy that had held, the search for where the
+source picks up again: the fewest tokens replaced on either side, confirmed by the
+model's next `CONFIRM` tokens. An edit the model does not repeat is forgotten where it
+first breaks the copy.
 """
 
 from __future__ import annotations
