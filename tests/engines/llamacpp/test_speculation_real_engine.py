@@ -27,6 +27,8 @@ CODE = """def total_price(items, tax_rate):
     tax = subtotal * tax_rate
     return subtotal + tax
 """
+# The first lines of bench/speculative.py's code-edit workload, which SmolLM2 copies
+# back (other functions it rewrites in its own way).
 LONG_CODE = """def summarize_orders(orders, tax_rate, discount_codes):
     subtotal = 0
     lines = []
