@@ -276,9 +276,11 @@ async def counts(args: argparse.Namespace) -> None:
                 base = report("off (same layout)", off, off_tokens)
                 with_ = report("drafts", on, on_tokens)
                 same = "identical" if on_answers == off_answers else "DIFFERENT"
-                modelled = (off.modelled / max(1, off_tokens)) / (on.modelled / max(1, on_tokens))
+                rate_off = off_tokens / max(off.modelled, 1e-9)
+                rate_on = on_tokens / max(on.modelled, 1e-9)
                 print(f"    per token, off / drafts: CPU time {base / with_:.2f}×, modelled "
-                      f"two-thread cost {modelled:.2f}×; greedy tokens {same}")
+                      f"two-thread cost {rate_on / rate_off:.2f}× (tokens per one-row "
+                      f"step: off {rate_off:.3f}, drafts {rate_on:.3f}); greedy tokens {same}")
     finally:
         await engine.aclose()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from parlance.engines.llamacpp.copying import CONFIRM, Copy
 from parlance.engines.llamacpp.drafting import Acceptance, NgramDrafter
 from parlance.engines.llamacpp.speculation import (
     DEFAULT_SPECULATION,
@@ -23,27 +24,37 @@ from tests.support.statistics import chi_square, critical_value, frequencies, po
 # -- the drafter ---------------------------------------------------------------------
 
 
+def propose(drafter: NgramDrafter, limit: int) -> list[int]:
+    """What a copy of the lookup's source drafts: the tokens that followed it."""
+    start = drafter.source()
+    if start is None:
+        return []
+    copy = Copy()
+    copy.start(start, 0)
+    return copy.draft(drafter.tokens, limit)
+
+
 def test_the_drafter_proposes_what_followed_the_latest_match_of_the_context_end():
     drafter = NgramDrafter([1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2])
     # "1 2" occurred twice before; the latest was followed by 3 7 8 1 2
-    assert drafter.propose(3) == [3, 7, 8]
-    assert drafter.propose(0) == []
+    assert propose(drafter, 3) == [3, 7, 8]
+    assert propose(drafter, 0) == []
 
 
 def test_a_copy_reaching_the_end_of_the_context_repeats_what_it_copied():
     drafter = NgramDrafter([9, 5, 6, 5, 6, 5, 6])  # "5 6" over and over
-    assert drafter.propose(5) == [5, 6, 5, 6, 5]
+    assert propose(drafter, 5) == [5, 6, 5, 6, 5]
 
 
 def test_the_longest_matching_ngram_wins_over_a_later_shorter_one():
     drafter = NgramDrafter([5, 6, 7, 40, 41, 9, 7, 50, 5, 6, 7])
     # "7" alone last continued with 50; "5 6 7" continued with 40 41
-    assert drafter.propose(2) == [40, 41]
+    assert propose(drafter, 2) == [40, 41]
 
 
 def test_a_context_whose_end_never_occurred_before_gets_no_draft():
-    assert NgramDrafter([1, 2, 3, 4]).propose(4) == []
-    assert NgramDrafter([]).propose(4) == []
+    assert propose(NgramDrafter([1, 2, 3, 4]), 4) == []
+    assert propose(NgramDrafter([]), 4) == []
 
 
 def test_generated_tokens_extend_the_index_and_copies_are_independent():
@@ -51,18 +62,18 @@ def test_generated_tokens_extend_the_index_and_copies_are_independent():
     leader = NgramDrafter(prompt)
     follower = leader.copy()
     leader.sync([10, 11], len(prompt))
-    assert leader.propose(3) == [12, 13, 14]
+    assert propose(leader, 3) == [12, 13, 14]
     leader.sync([10, 11], len(prompt))  # nothing new: nothing changes
     assert leader.tokens == [*prompt, 10, 11]
-    assert follower.propose(3) == []
+    assert propose(follower, 3) == []
     follower.sync([12], len(prompt))
-    assert follower.propose(2) == [13, 14]
+    assert propose(follower, 2) == [13, 14]
 
 
 def test_min_n_bounds_the_shortest_lookup():
     drafter = NgramDrafter([1, 2, 3, 1], min_n=2)
-    assert drafter.propose(2) == []
-    assert NgramDrafter([1, 2, 3, 1]).propose(2) == [2, 3]
+    assert propose(drafter, 2) == []
+    assert propose(NgramDrafter([1, 2, 3, 1]), 2) == [2, 3]
 
 
 def test_the_match_length_counts_how_far_back_the_source_agrees_with_the_context():
@@ -178,18 +189,63 @@ def test_a_run_of_sequences_all_copying_drafts_the_same_length_in_one_ubatch():
 
 def test_after_the_model_departs_from_a_copy_the_copy_resumes_where_it_broke_off():
     """A name changed in copied code: the draft is rejected where the model writes its
-    own word; once the next token is found just past that point in the source, the
-    copy goes on (a one-token match alone would draft nothing)."""
+    own word; once its next tokens (`CONFIRM`) are found just past that point in the
+    source, the copy goes on (a match of those tokens alone would draft nothing)."""
     speculator = Speculator(DEFAULT_SPECULATION, EngineMetrics())
     copying = candidate(0, COPIED[:20])
     [draft] = speculator.plan([copying], 500)
     assert len(draft) > 4 and copying.state is not None
     speculator.record(copying.state, len(draft), 3)  # COPIED[23] rejected: 999 instead
-    departed = [*COPIED[:23], 999, COPIED[24]]
+    departed = [*COPIED[:23], 999, *COPIED[24:24 + CONFIRM]]
     copying.generated = departed
     [resumed] = speculator.plan([copying], 500)
-    assert resumed and resumed == COPIED[25:25 + len(resumed)]
+    assert resumed and resumed == COPIED[24 + CONFIRM:24 + CONFIRM + len(resumed)]
     assert plan([candidate(0, departed)]) == [[]]  # no rejection there: nothing to resume
+
+
+# A function of 150 tokens that says a two-token name (7 8) five times.
+FUNCTION = [t for k in range(5) for t in (*range(200 + 30 * k, 228 + 30 * k), 7, 8)]
+
+
+def copied(context: list[int], answer: list[int]) -> tuple[int, int, int]:
+    """Decode steps, draft tokens and kept ones when a sequence whose context is
+    `context` writes `answer` (greedy: a draft keeps its prefix equal to the answer;
+    the answer's first token comes from the prompt's step)."""
+    speculator = Speculator(DEFAULT_SPECULATION, EngineMetrics())
+    state = speculator.start(NgramDrafter(context), 1)[0]
+    generated = answer[:1]
+    steps = drafted = kept = 0
+    while len(generated) < len(answer):
+        limit = len(answer) - len(generated) - 1
+        [draft] = speculator.plan([Candidate(0, state, limit, generated, lambda t: t)], 500)
+        truth = answer[len(generated):]
+        accepted = 0
+        while accepted < min(len(draft), len(truth)) and draft[accepted] == truth[accepted]:
+            accepted += 1
+        generated = generated + truth[:accepted + 1]
+        if draft:
+            speculator.record(state, len(draft), accepted)
+        steps, drafted, kept = steps + 1, drafted + len(draft), kept + accepted
+    return steps, drafted, kept
+
+
+def test_a_long_copy_is_drafted_in_a_few_long_steps():
+    steps, drafted, kept = copied([1, *FUNCTION, 2], FUNCTION)
+    assert steps <= len(FUNCTION) // 8
+    assert kept >= 0.8 * drafted
+
+
+def test_a_name_the_model_changes_is_drafted_changed_wherever_the_source_says_it():
+    """The first time the model writes its own name the copy breaks; the source picks
+    up just past the old name (a step for the departure, one for each token that
+    confirms it), and from then on drafts say the new name: the four repetitions cost
+    no step of their own. The request names the new name (a lookup
+    of it lands there, on a short match)."""
+    renamed = [99 if t == 7 else t for t in FUNCTION if t != 8]
+    plain_steps, _, _ = copied([1, *FUNCTION, 2], FUNCTION)
+    steps, drafted, kept = copied([1, 7, 8, 3, 99, 4, *FUNCTION, 2], renamed)
+    assert steps <= plain_steps + 1 + CONFIRM
+    assert drafted - kept <= 2 * 32  # one draft broken by the first rename, at most two
 
 
 def test_what_a_draft_kept_is_recorded_for_the_sequence_and_the_metrics():

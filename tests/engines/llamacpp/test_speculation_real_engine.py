@@ -27,6 +27,21 @@ CODE = """def total_price(items, tax_rate):
     tax = subtotal * tax_rate
     return subtotal + tax
 """
+# The first lines of bench/speculative.py's code-edit workload, which SmolLM2 copies
+# back (other functions it rewrites in its own way).
+LONG_CODE = """def summarize_orders(orders, tax_rate, discount_codes):
+    subtotal = 0
+    lines = []
+    for order in orders:
+        price = order["price"] * order["quantity"]
+        if order.get("code") in discount_codes:
+            price = price * (1 - discount_codes[order["code"]])
+        subtotal += price
+        lines.append(f"{order['name']}: {price:.2f}")
+    tax = subtotal * tax_rate
+    total = subtotal + tax
+    return total
+"""
 # A prompt whose answer copies its input (what prompt lookup drafts well), one of free
 # prose, and one the model continues by repeating itself.
 COPY_PROMPT = (f"Here is a Python function:\n\n{CODE}\nThe same function with `subtotal` "
@@ -99,6 +114,18 @@ async def test_drafts_are_made_and_accepted_on_text_that_repeats_itself(engine):
     before = counters(engine)
     await fresh(engine, replace(text_request(LIST_PROMPT, max_tokens=32), speculative=False))
     assert counters(engine) == before  # the opt-out drafts nothing
+
+
+async def test_a_long_copy_comes_out_of_long_drafts(engine):
+    """Asked to rewrite a function, the model copies it: most of its tokens are drafted
+    and kept, several a step, instead of one token a step."""
+    _, accepted = counters(engine)
+    result = await fresh(engine, chat_request(
+        "Rewrite this function with the variable `subtotal` renamed to `base`. Output "
+        f"only the full code.\n\n```python\n{LONG_CODE}```", max_tokens=64))
+    tokens = result.usage.completion_tokens
+    steps = tokens - (counters(engine)[1] - accepted)  # one token a step besides those kept
+    assert 3 * steps <= tokens
 
 
 async def drafts_batched_as_alone(engine, requests: list[GenerationRequest]) -> int:

@@ -4,14 +4,16 @@ JSON, names from a document), so the tokens that followed the latest earlier
 occurrence of its last n tokens are a cheap guess at what comes next.
 
 `NgramDrafter` keeps, for every n-gram of the context (n = `max_n` down to
-`min_n`), where it last ended, updated as each token arrives: a proposal costs a
+`min_n`), where it last ended, updated as each token arrives: a lookup costs a
 few dictionary look-ups however long the prompt. The longest n that matched
 wins (as vLLM's `ngram` proposer and llama.cpp's `ngram` lookups do); how far the
-match really reaches back (up to `MATCH_CAP` tokens) is counted at the source.
+match really reaches back (up to `MATCH_CAP` tokens) is counted at the source. The
+source found is where a copy starts (copying.py follows it and drafts from it).
 
 `Acceptance` is one sequence's record of how its drafts fared, by the length of the
-match each drafted token stood on: a draft from a match of m tokens whose first k
-tokens were accepted put its next token on a match of m + k. Measured on
+match each drafted token stood on (the copy's run, counted through the model's
+edits): a draft from a match of m tokens whose first k tokens were accepted put its
+next token on a match of m + k. Measured on
 bench/speculative.py's workloads, a token on a match of 1-3 tokens is accepted a third
 of the time or less, one on a match of 8 or more nine times in ten: llama.cpp's
 `ngram-mod` drafts only from matches of 24 tokens for that reason. The estimates
@@ -25,7 +27,7 @@ from collections.abc import Iterable
 MIN_N, MAX_N = 1, 3  # the n-grams looked up, longest first
 MATCH_CAP = 32  # tokens a match's length is counted to
 # A draft token accepted less often than this cannot pay for its batch row anywhere
-# (step_cost.py: a row costs 0.44 of a one-row step).
+# (step_cost.py: a row costs 0.43 of a one-row step).
 NEGLIGIBLE = 0.2
 
 
@@ -74,24 +76,6 @@ class NgramDrafter:
         have = len(self.tokens) - prompt_length
         if have < len(generated):
             self.extend(generated[have:])
-
-    def propose(self, limit: int) -> list[int]:
-        """Up to `limit` tokens that followed the latest earlier occurrence of the
-        longest suffix of the context seen before; [] when none was."""
-        if limit <= 0:
-            return []
-        start = self.source()
-        return [] if start is None else self.continuation(start, limit)
-
-    def continuation(self, start: int, limit: int) -> list[int]:
-        """Up to `limit` tokens copied from `start` on; a copy that reaches the context's
-        end goes on with what it copied (text repeating itself every few tokens)."""
-        tokens = self.tokens
-        out = tokens[start:start + limit]
-        period = len(tokens) - start
-        while len(out) < limit and period > 0:
-            out.append(out[len(out) - period])
-        return out
 
     def source(self) -> int | None:
         """Where the continuation of the context's longest suffix seen before starts."""

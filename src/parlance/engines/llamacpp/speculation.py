@@ -5,14 +5,15 @@ A draft rides in the same `llama_decode` as every other sequence's token, one
 batch row (with logits) per drafted token, right after the sequence's pending
 token; the scheduler verifies it (verification.py) and removes the rejected
 cells. On a CPU a draft row is not free: it costs nearly what a row of a prompt
-costs, about 0.44 of a one-row step, and a second row in a step costs a whole one
+costs, about 0.43 of a one-row step, and a second row in a step costs a whole one
 (step_cost.py). A draft pays only when its tokens are likely enough: each step
 `plan` weighs every proposal's expected accepted tokens (drafting.Acceptance, by
-the length of the match it came from) against what the step would cost with it,
-the ubatches llama.cpp splits it into included, and keeps the drafts that raise the
-step's tokens per unit of cost. Text that never repeats long spans drafts nothing;
-a large batch, whose rows are already cheap per token, drafts only near-certain
-spans; a sequence whose drafts keep failing stops drafting.
+the run of the copy it comes from: copying.py follows a copy through the model's
+edits, so a rewrite with a renamed variable stays one long copy) against what the
+step would cost with it, the ubatches llama.cpp splits it into included, and keeps
+the drafts that raise the step's tokens per unit of cost. Text that never repeats
+long spans drafts nothing; a large batch, whose rows are already cheap per token,
+drafts only near-certain spans; a sequence whose drafts keep failing stops drafting.
 
 With a draft model (`draft` mode) the drafts come from a `Proposer` instead
 (draft_plan.py), which the planner asks for the whole step's drafts at once: its
@@ -25,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from parlance.engines.llamacpp.drafting import Acceptance, NgramDrafter
+from parlance.engines.llamacpp.copying import Copy
+from parlance.engines.llamacpp.drafting import MATCH_CAP, Acceptance, NgramDrafter
 from parlance.engines.llamacpp.step_cost import StepCost
 from parlance.engines.metrics import EngineMetrics
 
@@ -34,11 +36,6 @@ SPECULATIVE_MODES: tuple[SpeculativeMode, ...] = ("ngram", "draft", "off")
 MAX_DRAFT = 32  # tokens a sequence may draft in one step
 GAIN = 1.05  # a plan must beat no drafts by this factor in tokens per unit of cost
 SPARSE_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24)  # weighed in a batch of many sequences
-# A lookup landing within this many source tokens past a rejected draft token, within
-# as many generated tokens of it, continues that copy: its draft counts as standing on
-# a match of at least RESYNC_MATCH tokens.
-RESYNC_WINDOW = 4
-RESYNC_MATCH = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,31 +57,17 @@ DEFAULT_SPECULATION = SpeculativeSettings()
 
 
 class SequenceDraft:
-    """One sequence's drafting state: its context's n-gram index, how its drafts fared,
-    the match and source its pending draft came from, and where a copy the model
-    departed from would resume."""
+    """One sequence's drafting state: its context's n-gram index, the copy it follows
+    (copying.py), how its drafts fared, and the run its pending draft stood on."""
 
-    __slots__ = ("drafter", "acceptance", "prompt_length", "match", "source", "resume",
-                 "resume_until")
+    __slots__ = ("drafter", "copy", "acceptance", "prompt_length", "match")
 
     def __init__(self, drafter: NgramDrafter, prompt_length: int) -> None:
         self.drafter = drafter
+        self.copy = Copy()
         self.acceptance = Acceptance()
         self.prompt_length = prompt_length
         self.match = 0
-        self.source = 0  # where the pending draft's tokens were copied from
-        self.resume: int | None = None  # the source just past a rejected draft token
-        self.resume_until = 0  # the context length up to which a resync may happen
-
-    def resynced(self, start: int) -> bool:
-        """Whether a lookup that found `start` picks up the copy the last rejection broke
-        off: code with a name changed, fields copied between new words. The model wrote
-        its own words where the source had others; the copy goes on within a few source
-        tokens of where it stopped, once a lookup finds it there."""
-        resume = self.resume
-        if resume is None or len(self.drafter.tokens) > self.resume_until:
-            return False
-        return resume <= start <= resume + RESYNC_WINDOW
 
 
 @dataclass(slots=True)
@@ -255,29 +238,34 @@ class Speculator:
         limit = min(candidate.limit, room, self.settings.max_draft)
         if state is None or limit <= 0:
             return None
-        drafter = state.drafter
-        drafter.sync(candidate.generated, state.prompt_length)
-        start = drafter.source()
-        if start is None:
+        match = self._follow(state, candidate.generated)
+        if match is None:
             return None
-        state.source = start
-        state.match = drafter.match_length(start)
-        if state.resynced(start):
-            state.match = max(state.match, RESYNC_MATCH)
-        expected = state.acceptance.expected(state.match, limit)
+        state.match = match
+        expected = state.acceptance.expected(match, limit)
         if len(expected) < 2:
             return None
-        tokens = candidate.screen(drafter.continuation(start, len(expected) - 1))
+        tokens = candidate.screen(state.copy.draft(state.drafter.tokens, len(expected) - 1))
         if not tokens:
             return None
         return _Proposal(index, tokens, expected[:len(tokens) + 1])
+
+    @staticmethod
+    def _follow(state: SequenceDraft, generated: list[int]) -> int | None:
+        """The run of the copy the sequence's next tokens are drafted from: the one it
+        follows, unless a lookup finds a source that agrees with more of its context."""
+        drafter, copy = state.drafter, state.copy
+        drafter.sync(generated, state.prompt_length)
+        copy.follow(drafter.tokens)
+        if copy.standing < MATCH_CAP and (start := drafter.source()) is not None:
+            match = drafter.match_length(start)
+            if match > copy.standing:
+                copy.start(start, match)
+        return None if copy.cursor is None else copy.run
 
     def record(self, state: SequenceDraft, drafted: int, accepted: int) -> None:
         if self.proposer is not None:
             self.proposer.record(state, drafted, accepted)
         state.acceptance.record(state.match, drafted, accepted)
-        if drafted and accepted < drafted:
-            state.resume = state.source + accepted + 1
-            state.resume_until = len(state.drafter.tokens) + accepted + 1 + RESYNC_WINDOW
         self.metrics.speculative_tokens_drafted += drafted
         self.metrics.speculative_tokens_accepted += accepted

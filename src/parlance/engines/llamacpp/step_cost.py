@@ -3,10 +3,13 @@ a draft's expected tokens against.
 
 On a CPU a model this size is compute-bound: a row costs about the same in a prompt
 chunk as in a draft. bench/speculation_counts.py (`rows --wall --threads 2`) measured
-SmolLM2-135M Q4_1 in the batch-invariant layout on the project's two cores, 400 tokens
-into the context: one row 6.1 ms, two 12.3 ms, then about 2.7 ms a row (8 rows 27.8 ms,
-16 rows 47.2 ms, 64 rows 177.6 ms). ggml's path for a single row is much cheaper
-than for two; past that, `first_two + per_row * (rows - 2)` fits within a few percent.
+SmolLM2-135M Q4_1 on the project's two cores, quiet (load under 1.5), 400 tokens into
+the context, the same in both KV layouts: one row 6.3 ms, two 12.6 ms, 8 rows 29.3,
+16 rows 49.9, 32 rows 94.9, 64 rows 180.6 ms; 8 sequences of one row each 29.9 ms, of
+two 49.5, of three 71.4. ggml's path for a single row is much cheaper than for two;
+past that, `first_two + per_row * (rows - 2)` with 2.0 and 0.43 (least squares over
+those shapes) is within 3.5% of each. So a long draft accepted whole costs about 0.47
+of a one-row step a token (2.9 ms): the ceiling of one stream's decoding.
 
 With a KV stream per sequence, llama.cpp splits a batch into ubatches
 (`llama_batch_allocr::split_equal`, sequential): one ubatch takes sequences of
@@ -26,7 +29,7 @@ class StepCost:
     """The cost of one ubatch of `rows` rows, a one-row step being 1."""
 
     first_two: float = 2.0
-    per_row: float = 0.44
+    per_row: float = 0.43
 
     def __call__(self, rows: int) -> float:
         return 1.0 if rows <= 1 else self.first_two + self.per_row * (rows - 2)
