@@ -264,8 +264,9 @@ class Speculator:
         return None if copy.cursor is None else copy.run
 
     def record(self, state: SequenceDraft, drafted: int, accepted: int) -> None:
-        if self.proposer is not None:
+        if self.proposer is not None:  # its drafts stand on no match: its own record
             self.proposer.record(state, drafted, accepted)
-        state.acceptance.record(state.match, drafted, accepted)
+        else:
+            state.acceptance.record(state.match, drafted, accepted)
         self.metrics.speculative_tokens_drafted += drafted
         self.metrics.speculative_tokens_accepted += accepted
