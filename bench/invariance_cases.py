@@ -17,13 +17,15 @@ built with it, so the same harness measures layouts the product does not offer.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import llama_cpp
 import numpy as np
 
+from parlance.engines.llamacpp import invariant_attention
 from parlance.engines.llamacpp.batch import Batch
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel
 
@@ -35,24 +37,45 @@ GGML_TYPES = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16,
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """A KV cache layout: `k`/`v` ggml types by name, flash attention on or off."""
+    """A KV cache layout: `k`/`v` ggml types by name, flash attention on or off, and
+    the patched ggml's batch-invariant attention switch (invariant_attention.py) on or
+    off while it runs."""
 
     k: str
     v: str
     flash: bool = True
+    switch: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.k}/{self.v}" + ("" if self.flash else " no-fa")
+        return (f"{self.k}/{self.v}" + ("" if self.flash else " no-fa")
+                + (" switch" if self.switch else ""))
 
     @classmethod
     def parse(cls, text: str) -> Layout:
-        """'f16/bf16', 'f16/f16 no-fa'."""
-        types, _, rest = text.strip().partition(" ")
+        """'f16/bf16', 'f16/f16 no-fa', 'f16/f16 switch'."""
+        types, *rest = text.split()
         k, _, v = types.partition("/")
-        if k not in GGML_TYPES or v not in GGML_TYPES or rest not in ("", "no-fa"):
+        if k not in GGML_TYPES or v not in GGML_TYPES or not set(rest) <= {"no-fa", "switch"}:
             raise ValueError(f"not a layout: {text!r} (types: {', '.join(GGML_TYPES)})")
-        return cls(k, v, flash=rest != "no-fa")
+        return cls(k, v, flash="no-fa" not in rest, switch="switch" in rest)
+
+    @contextmanager
+    def kernels(self) -> Iterator[None]:
+        """The switch as this layout has it, for a measurement: models of several
+        layouts live side by side, and the switch is one flag for the process."""
+        if not self.switch:
+            yield
+            return
+        switch = invariant_attention.switch()
+        if switch is None:
+            raise SystemExit("this llama-cpp-python was built without Parlance's attention "
+                             "patch (make install builds it)")
+        switch.hold()
+        try:
+            yield
+        finally:
+            switch.release()
 
 
 class LayoutModel(LlamaModel):

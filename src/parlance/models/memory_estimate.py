@@ -1,8 +1,9 @@
 """How much memory llama.cpp will allocate for a model, from its GGUF header alone.
 
 A load's memory is decided by its options: the KV cache holds, for every cell, one key
-and one value row per layer (f16: 2 bytes an element; the batch-invariant layout's q8_0
-keys take 1.0625, so its estimate errs high), and there are
+and one value row per layer (f16: 2 bytes an element; where llama-cpp-python lacks
+Parlance's attention patch, the batch-invariant layout's q8_0 keys take 1.0625, and the
+estimate errs high), and there are
 `pad(context, 256)` cells per slot (one set in all with a unified cache); the compute
 buffer holds one eval batch of logits. llama.cpp allocates and clears all of it when the
 context is made, so an absurd `context_length` is an OOM kill, not a slow start. These

@@ -20,6 +20,7 @@ import llama_cpp._logger
 import numpy as np
 
 from parlance.core.errors import EngineFailure, Unavailable
+from parlance.engines.llamacpp import invariant_attention
 from parlance.engines.llamacpp.logits import LogitsRows
 from parlance.engines.llamacpp.rpc import RpcServers
 
@@ -43,23 +44,22 @@ class KvTypes:
 # ggml's CPU flash attention (ggml-cpu/ops.cpp) takes one of three kernels by the shape
 # of a batch when keys and values are both f16 (or f32): a tiled kernel for 64+ query
 # tokens of one sequence, a split over the cells for one token alone in a batch with
-# 512+ cells, and the plain kernel otherwise, each summing in its own order. The same
-# token then got other logits in a prompt chunk than decoded, alone than batched. With
-# keys and values of different types only the plain kernel runs (`use_ref`, which would
-# force it for f16/f16, is a CPU-backend setting no llama.cpp parameter reaches): each
-# query row walks its own sequence's cells in order, whatever else the batch holds.
-# bench/batch_invariance.py's logit harness compares rows bit for bit across 13 ways of
-# evaluating one sequence (prompt chunks of 7 to 512, a prefix kept, cut, copied or
-# restored, beside others decoding or prefilling, drafts verified and rejected): q8_0
-# keys with f16 values pass all of them, as f16/bf16, bf16/bf16, q8_0/q8_0 and bf16/f16
-# do, and cost least: the plain kernel adds f16 values up as they are, other types are
-# converted to f32 cell by cell first. Against f16/f16 on two cores: prompts 0.82x,
-# decoding 1.03x (f16/bf16: 0.72x, 0.90x); mean NLL over 4096 README tokens 3.5093
-# against 3.5082. Attention without flash attention (mul_mat + soft_max) is not
-# invariant: a sequence's rows decoded several to a step (drafts) differ from one at a
-# time.
-INVARIANT_KV = KvTypes(llama_cpp.GGML_TYPE_Q8_0, llama_cpp.GGML_TYPE_F16)
+# 512+ cells, and a one-row kernel otherwise, each summing in its own order. The same
+# token then got other logits in a prompt chunk than decoded, alone than batched.
+# Parlance's build patches ggml with a switch (invariant_attention.py) under which every
+# such node takes the tiled kernel, whose rows are each computed on their own, made cheap
+# for the few rows of decoding: with it, f16/f16 is invariant at the cost of f16/f16
+# (two cores: prompts 1.00x, decoding 0.97x at 1 stream, 1.01x at 8). Without the patch
+# (a stock llama-cpp-python), keys and values of different types keep to the one-row
+# kernel: q8_0/f16 is invariant too, at prompts 0.82x. bench/batch_invariance.py's logit
+# harness compares rows bit for bit across 13 ways of evaluating one sequence (prompt
+# chunks of 7 to 512, a prefix kept, cut, copied or restored, beside others decoding or
+# prefilling, drafts verified and rejected). Attention without flash attention (mul_mat +
+# soft_max) is not invariant: a sequence's rows decoded several to a step differ from one
+# at a time.
+ONE_ROW_KERNEL_KV = KvTypes(llama_cpp.GGML_TYPE_Q8_0, llama_cpp.GGML_TYPE_F16)
 DEFAULT_KV = KvTypes(llama_cpp.GGML_TYPE_F16, llama_cpp.GGML_TYPE_F16)  # llama.cpp's own
+INVARIANT_KV = DEFAULT_KV if invariant_attention.available() else ONE_ROW_KERNEL_KV
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +73,9 @@ class ContextSettings:
     # what it is batched with (see _new_context), so greedy runs are not reproducible.
     kv_unified: bool = False
     # True: a sequence's logits do not depend on the batch, its chunking or where its
-    # prefix came from (see INVARIANT_KV), at a price in prompt processing
-    # (bench/batch_invariance.py). False: llama.cpp's default cache types and its
-    # faster, shape-dependent kernels.
+    # prefix came from (see INVARIANT_KV), at a few percent of decoding speed
+    # (bench/batch_invariance.py). False: llama.cpp's own kernels, chosen by the shape
+    # of each batch.
     batch_invariant: bool = False
 
     @property
@@ -92,6 +92,7 @@ class LlamaModel:
         rpc: RpcServers | None = None,  # the layers go to these rpc-servers (--rpc)
     ) -> None:
         llama_cpp.llama_backend_init()
+        self._switch: invariant_attention.Switch | None = None
         self.path = path
         self.settings = settings
         self.rpc = rpc
@@ -99,6 +100,10 @@ class LlamaModel:
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.ctx = self._new_context(settings)
+        if settings.batch_invariant:  # the patched kernels, on while this context is open
+            self._switch = invariant_attention.switch()
+            if self._switch is not None:
+                self._switch.hold()
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.n_ctx = llama_cpp.llama_n_ctx_seq(self.ctx)  # what one sequence may use
         self.n_cells = llama_cpp.llama_n_ctx(self.ctx)  # KV cells in all
@@ -142,9 +147,10 @@ class LlamaModel:
         params.n_ubatch = settings.n_batch
         params.n_seq_max = settings.parallel
         params.kv_unified = settings.kv_unified
-        # One KV stream per sequence, flash attention, and INVARIANT_KV's types: a
-        # token's logits are bit-identical alone or batched, in a prompt chunk of any
-        # size or decoded, over a prefix evaluated cold, kept, copied or restored.
+        # One KV stream per sequence, flash attention, INVARIANT_KV's types and the
+        # switch held in __init__: a token's logits are bit-identical alone or batched,
+        # in a prompt chunk of any size or decoded, over a prefix evaluated cold, kept,
+        # copied or restored.
         # A unified cache interleaves other sequences' cells (bench/engine_choices.py:
         # a logit moved by 0.86 beside another prompt).
         params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
@@ -276,6 +282,9 @@ class LlamaModel:
         return (pre, suf, mid) if min(pre, suf, mid) >= 0 else None
 
     def close(self) -> None:
+        if self._switch is not None:
+            self._switch.release()
+            self._switch = None
         try:
             if self.ctx:
                 self._remote(llama_cpp.llama_free, self.ctx)
