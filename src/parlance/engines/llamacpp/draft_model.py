@@ -28,6 +28,7 @@ import llama_cpp
 
 from parlance.core.errors import EngineFailure, InvalidRequest
 from parlance.engines.llamacpp.batch import DECODED, Batch
+from parlance.engines.llamacpp.kv_state import copy_sequence
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel
 from parlance.engines.llamacpp.prompt_cache import common_prefix
 from parlance.engines.llamacpp.slots import MIN_STREAM_COPY
@@ -211,11 +212,12 @@ class DraftModel:
                 if other != slot and (n := min(common_prefix(tokens, context), limit)) > best:
                     best, source = n, other
             if source is not None and best - keep >= MIN_STREAM_COPY:
-                memory = self.model.memory
-                llama_cpp.llama_memory_seq_rm(memory, slot, 0, -1)
-                llama_cpp.llama_memory_seq_cp(memory, source, slot, -1, -1)  # whole streams
-                held[:] = self._held[source]
-                keep = best
+                if copy_sequence(self.model, source, slot):
+                    held[:] = self._held[source]
+                    keep = best
+                else:
+                    held.clear()
+                    keep = 0
         if len(held) > keep:
             llama_cpp.llama_memory_seq_rm(self.model.memory, slot, keep, -1)
             del held[keep:]

@@ -54,6 +54,28 @@ class LlamaSequenceStates:
         return True
 
 
+def copy_sequence(model: LlamaModel, source: int, target: int) -> bool:
+    """Give `target` (emptied first) all of `source`'s cells, now; False when llama.cpp
+    refused them (the target is then left empty).
+
+    In one KV stream (a unified cache) `llama_memory_seq_cp` only tags cells. Across
+    streams it copies the whole buffer at the next decode, and anything that reads or
+    writes either stream before then (saving the target to the prompt cache, restoring
+    an entry into the source) reads data the copy has not moved yet or spoils what it
+    will move: another sequence's cells under this one's tokens. Across streams the
+    cells go through llama.cpp's sequence state instead, at once."""
+    if model.settings.kv_unified:
+        llama_cpp.llama_memory_seq_rm(model.memory, target, -1, -1)
+        llama_cpp.llama_memory_seq_cp(model.memory, source, target, -1, -1)
+        return True
+    states = LlamaSequenceStates(model)
+    state = states.read(source)
+    if not state:
+        llama_cpp.llama_memory_seq_rm(model.memory, target, -1, -1)
+        return True
+    return states.write(target, state)
+
+
 def cache_facts(model: LlamaModel) -> dict[str, object]:
     """Everything a saved state depends on, for the disk tier's key."""
     stat = model.path.stat()

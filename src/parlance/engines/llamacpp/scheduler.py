@@ -20,6 +20,7 @@ sharing their prefix.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -41,6 +42,7 @@ from parlance.engines.llamacpp.batch import DECODED, NO_ROOM, Batch
 from parlance.engines.llamacpp.draft_model import DraftModel
 from parlance.engines.llamacpp.draft_plan import ModelDrafts
 from parlance.engines.llamacpp.job import GroupSpec, Job
+from parlance.engines.llamacpp.kv_state import copy_sequence
 from parlance.engines.llamacpp.logprobs import log_softmax_row
 from parlance.engines.llamacpp.model import LlamaModel
 from parlance.engines.llamacpp.outbox import Outbox
@@ -116,7 +118,7 @@ class Scheduler:
                  draft: DraftModel | None = None) -> None:
         self.model = model
         self.slots = SlotTable(model.memory, slots, unified=model.settings.kv_unified,
-                               cache=cache)
+                               copy=functools.partial(copy_sequence, model), cache=cache)
         self.metrics = metrics or EngineMetrics(slots_total=slots)
         self.draft = draft  # the draft model (`draft` mode), its streams beside the slots
         self.speculator = Speculator(speculative, self.metrics, None if draft is None else

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import llama_cpp
 
+from parlance.core.errors import EngineFailure
 from parlance.engines.llamacpp.prompt_cache import MIN_SAVED_TOKENS, PromptCache, common_prefix
 
 # A copy across KV streams moves the whole stream buffer, yet costs about as much as
@@ -50,8 +51,9 @@ class Claim:
 
 class SlotTable:
     def __init__(self, memory: ctypes.c_void_p, count: int, *, unified: bool,
-                 cache: PromptCache | None = None) -> None:
+                 copy: Callable[[int, int], bool], cache: PromptCache | None = None) -> None:
         self._memory = memory
+        self._copy_cells = copy  # kv_state.copy_sequence: source's cells into target, now
         self._unified = unified
         self.cache = cache
         self.slots = [Slot(i) for i in range(count)]
@@ -97,7 +99,8 @@ class SlotTable:
         elif (best is not None and best is not leader and gain > 0
                 and (self._unified or gain >= MIN_STREAM_COPY)):
             self._give_up(leader, 0)
-            self._copy(best, leader)
+            if not self._copy(best, leader):
+                common = 0
         else:
             common = own
         self._give_up(leader, common)
@@ -116,7 +119,9 @@ class SlotTable:
         """Share the leader's evaluated prompt with each follower (no recomputation)."""
         for follower in followers:
             self._truncate(follower, 0)
-            self._copy(leader, follower)
+            if not self._copy(leader, follower):
+                raise EngineFailure("llama.cpp refused to copy a prompt's cache to another "
+                                    "choice's slot")
 
     def release(self, slot: Slot, *, keep: bool) -> None:
         """Free a slot; `keep` leaves its tokens cached for a later prefix match."""
@@ -166,11 +171,12 @@ class SlotTable:
             self.cache.save(slot.id, slot.tokens)
         self._truncate(slot, keep)
 
-    def _copy(self, source: Slot, target: Slot) -> None:
-        """Target (emptied first) gets all of source's cells: across KV streams
-        llama.cpp only copies whole sequences."""
-        llama_cpp.llama_memory_seq_cp(self._memory, source.id, target.id, -1, -1)
-        target.tokens = list(source.tokens)
+    def _copy(self, source: Slot, target: Slot) -> bool:
+        """Target (emptied first) gets all of source's cells; False (and target empty)
+        when llama.cpp refused them."""
+        copied = self._copy_cells(source.id, target.id)
+        target.tokens = list(source.tokens) if copied else []
+        return copied
 
     def _next_free(self) -> Slot:
         """With a KV stream per slot, the lowest free slot: llama.cpp attends over the
