@@ -7,7 +7,9 @@ otherwise, each summing in its own order. With the switch on, every node with f1
 f32) keys and values takes the tiled kernel whatever its number of rows; each row's
 arithmetic in it is its own, so a token's logits no longer depend on its batch, its
 prompt chunk or where its prefix came from. The patch also makes that kernel cheap for
-few rows (decoding), so the f16/f16 cache costs about what it costs without the switch.
+few rows (decoding): prompts cost what they cost without the switch, decoding about the
+same but for one stream far into a long context (0.79x at 4,000 cells), where stock
+ggml splits the lone row's cells between the threads.
 
 The switch is a process-wide flag in libggml-cpu: on while any batch-invariant context
 is open. A context of another model opened meanwhile gets the same kernels (the same

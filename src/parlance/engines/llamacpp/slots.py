@@ -3,9 +3,9 @@ each holds, position by position.
 
 A finished sequence leaves its tokens cached in its (now free) slot. A new
 prompt starts from the longest prefix of it already evaluated anywhere, cached
-or running (a shared system prompt), copied with `llama_memory_seq_cp` into the
-slot it gets. With a KV stream per slot, new sequences take the lowest free
-slots (see `_next_free`) and a copy moves a whole stream buffer, so it is made
+or running (a shared system prompt), copied into the slot it gets
+(`kv_state.copy_sequence`). With a KV stream per slot, new sequences take the lowest
+free slots (see `_next_free`) and a copy moves every cell of the sequence, so it is made
 only when it saves `MIN_STREAM_COPY` tokens over the prefix that slot holds
 already (in a burst of chats, each slot still holds the shared system prompt);
 in a unified cache a copy only tags cells and a free cached slot is reused in
@@ -28,9 +28,10 @@ import llama_cpp
 from parlance.core.errors import EngineFailure
 from parlance.engines.llamacpp.prompt_cache import MIN_SAVED_TOKENS, PromptCache, common_prefix
 
-# A copy across KV streams moves the whole stream buffer, yet costs about as much as
+# A copy across KV streams moves the sequence's cells, yet costs about as much as
 # evaluating two prompt tokens (bench/engine_choices.py, 2048 cells a slot: 7 ms vs
-# 123 ms for 30 tokens; a copy grows with the cells): copy when it saves this many.
+# 123 ms for 30 tokens, measured for llama.cpp's copy of the whole stream buffer, which
+# moves more): copy when it saves this many.
 MIN_STREAM_COPY = 4
 
 
