@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -86,7 +87,14 @@ def spawn(tmp_path: Path, *args: str, **env: str):
                     "XDG_DATA_HOME": str(tmp_path / "xdg"), "TERM": "xterm-256color",
                     "COLUMNS": "120", "LINES": "40", **env})
     return pexpect.spawn(sys.executable, ["-m", "parlance", *args], env=environ,
-                         encoding="utf-8", timeout=STARTUP, dimensions=(40, 120))
+                         encoding="utf-8", timeout=STARTUP, dimensions=(40, 120),
+                         preexec_fn=_hear_ctrl_c)
+
+
+def _hear_ctrl_c() -> None:
+    """A suite started as a background job (`cmd &` in a script) inherits SIGINT
+    ignored, and so would the program: its Ctrl-C tests would wait for nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def conversation(engine: FakeEngine, which: int = -1) -> list[tuple[str, str]]:
