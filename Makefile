@@ -38,8 +38,8 @@ check: $(STAMP)
 install: $(STAMP)
 
 # llama-cpp-python is built from its sdist with Parlance's patches to the llama.cpp inside
-# it (patches/llama.cpp-*.patch: batch-invariant flash attention, see README). Each patch
-# only adds what a switch turns on, so the bench peers, built from the same sdist, stay stock.
+# it (patches/llama.cpp-*.patch: batch-invariant flash attention, see README). The bench
+# peers (llama-server, rpc-server) are built from the same sdist without them: stock.
 LLAMA_CPP_PYTHON := $(shell sed -n 's/^ *"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
 LLAMA_PATCHES := $(sort $(wildcard patches/llama.cpp-*.patch))
 LLAMA_SDIST := $(VENV)/llama-cpp-python-sdist
