@@ -22,7 +22,7 @@ takes ggml's one-row kernel. This compares them with llama.cpp's default (f16/f1
   one batch, then one token a step). A layout is invariant when all 13 cases match.
 * **cost** – for each of `--layouts` against the first (llama.cpp's f16/f16 unless
   told): prompt tokens/s (a 1024-token prompt alone, 512-token batches) and decode
-  tokens/s at 1 and 8 streams (each stream ~600 tokens into its context), raw
+  tokens/s at 1 and 8 streams (each stream `--depth` tokens into its context, 600 unless told), raw
   `llama_decode` loops; the layouts measured alternately, median of `--rounds`, and
   the ratio to the first layout. `--clock cpu` times the decoding thread's CPU time
   with one thread instead of the wall clock with two: a busy machine then still gives
@@ -218,16 +218,17 @@ def prefill_rate(m: LlamaModel, batch: Batch, tokens: list[int], clock: Clock) -
 
 
 def decode_rate(m: LlamaModel, batch: Batch, streams: int, tokens: list[int],
-                steps: int, clock: Clock) -> float:
+                steps: int, clock: Clock, depth: int) -> float:
+    """Tokens/s of `streams` streams decoding `depth` tokens into their contexts."""
     llama_cpp.llama_memory_clear(m.memory, True)
-    evaluate(m, batch, 0, tokens[:600])
+    evaluate(m, batch, 0, tokens[:depth])
     for seq in range(1, streams):  # the same context in every stream, copied
         llama_cpp.llama_memory_seq_cp(m.memory, 0, seq, -1, -1)
     started = clock()
     for step in range(steps):
         batch.clear()
         for seq in range(streams):
-            batch.add(tokens[700 + step], 600 + step, seq, output=True)
+            batch.add(tokens[depth + 100 + step], depth + step, seq, output=True)
         if batch.decode(m.ctx) != 0:
             raise RuntimeError("llama_decode failed")
     return streams * steps / (clock() - started)
@@ -245,17 +246,20 @@ def mean_nll(m: LlamaModel, batch: Batch, tokens: list[int]) -> float:
     return statistics.fmean(losses)
 
 
-def cost(rounds: int, layouts: list[Layout], clock_name: str) -> None:
+def cost(rounds: int, layouts: list[Layout], clock_name: str, depth: int) -> None:
     threads = 1 if clock_name == "cpu" else THREADS
     clock: Clock = time.thread_time if clock_name == "cpu" else time.perf_counter
-    models = {layout.name: layout_model(layout, 8, threads) for layout in layouts}
+    n_ctx = max(2048, depth + 256)
+    models = {layout.name: layout_model(layout, 8, threads, n_ctx) for layout in layouts}
     batches = {name: Batch(512) for name in models}
     first = layouts[0].name
     tokens = corpus(models[first])
+    tokens = tokens * (depth // len(tokens) + 2)  # a context deeper than the README
     cases = {"prompt tokens/s": lambda m, b: prefill_rate(m, b, tokens[:1024], clock),
-             "decode tokens/s, 1 stream": lambda m, b: decode_rate(m, b, 1, tokens, 64, clock),
-             "decode tokens/s, 8 streams": lambda m, b: decode_rate(m, b, 8, tokens, 32,
-                                                                    clock)}
+             f"decode tokens/s, 1 stream, {depth} in": lambda m, b: decode_rate(
+                 m, b, 1, tokens, 64, clock, depth),
+             f"decode tokens/s, 8 streams, {depth} in": lambda m, b: decode_rate(
+                 m, b, 8, tokens, 32, clock, depth)}
     unit = "CPU time, 1 thread" if clock_name == "cpu" else f"wall clock, {threads} threads"
     print(f"cost ({unit}; median of {rounds} alternating rounds, load average "
           f"{os.getloadavg()[0]:.1f} at the start):")
@@ -340,6 +344,8 @@ def main() -> int:
     parser.add_argument("--nll-tokens", type=int, default=2048,
                         help="quality: README tokens scored")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--depth", type=int, default=600,
+                        help="cost: how far into its context each stream decodes")
     args = parser.parse_args()
     stop_servers_on_sigterm()
     layouts = [Layout.parse(text) for text in args.layouts.split(",")]
@@ -362,7 +368,7 @@ def main() -> int:
     if args.only in (None, "logits"):
         logits(layouts, min(args.prompts, 2), args.continuation, args.lines)
     if args.only in (None, "cost"):
-        cost(args.rounds, layouts, args.clock)
+        cost(args.rounds, layouts, args.clock, args.depth)
     if args.only in (None, "quality"):
         quality(layouts, args.nll_tokens)
     return 0

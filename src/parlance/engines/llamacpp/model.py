@@ -50,7 +50,7 @@ class KvTypes:
 # such node takes the tiled kernel, whose rows are each computed on their own, made cheap
 # for the few rows of decoding: with it, f16/f16 is invariant (two cores, against f16/f16
 # without it: prompts 1.00x; decoding ~600 cells into the context 0.99x at 1 stream and
-# 1.02x at 8; one stream 1,400 cells in 0.92x, 4,000 in 0.79x). Without the patch
+# 1.02x at 8; one stream 1,400 tokens in 0.83x, 4,000 in 0.91x). Without the patch
 # (a stock llama-cpp-python), keys and values of different types keep to the one-row
 # kernel: q8_0/f16 is invariant too, at prompts 0.82x. bench/batch_invariance.py's logit
 # harness compares rows bit for bit across 13 ways of evaluating one sequence (prompt
