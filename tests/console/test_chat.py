@@ -31,7 +31,12 @@ from parlance.core.events import (
 )
 from parlance.engines.fake import Generated
 from parlance.integrations.settings import ConfiguredServer, IntegrationSettings
-from tests.support.console_server import conversation, fake_server, spawn
+from tests.support.console_server import (
+    conversation,
+    fake_server,
+    interrupt_at_prompt,
+    spawn,
+)
 from tests.support.live_server import STARTUP
 
 PROMPT = ">>> "
@@ -92,7 +97,7 @@ def test_ctrl_c_stops_the_answer_not_the_program(chat, server):
     assert "Hello there!" in ask(chat, "and then?")
     assert conversation(server.engine)[-2:] == [("assistant", "Once upon a time "),
                                                ("user", "and then?")]
-    chat.sendintr()  # at the prompt: a new line, still running
+    interrupt_at_prompt(chat)  # at the prompt: a new line, still running
     chat.expect_exact(PROMPT)
     chat.sendeof()
     assert leave(chat) == 0
@@ -229,8 +234,8 @@ def test_history_is_kept_between_sessions(tmp_path, server):
     again.send("\x1b[A")  # up: the last line of the previous session
     again.expect_exact("remember me")
     again.sendeof()  # (a line is being edited: Ctrl-D there is no EOF)
-    again.sendintr()
-    again.expect_exact(PROMPT)
+    again.send("\x15")  # Ctrl-U: the line erased
+    assert "this list" in ask(again, "/help")  # still running: the Ctrl-D was no EOF
     again.sendeof()
     assert leave(again) == 0
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pexpect
 import pytest
 
-from tests.support.console_server import spawn
+from tests.support.console_server import interrupt_at_prompt, spawn
 
 pytestmark = pytest.mark.model
 
@@ -32,6 +32,10 @@ def test_the_in_process_default_model_streams_and_stops(tmp_path):
         child.expect(r"tokens/s|[A-Za-z]{3,}")
         child.sendintr()
         child.expect(r"tokens/s|stopped")  # the answer's figures: it ended, or was stopped
+        child.expect_exact(PROMPT)
+        # (had that Ctrl-C come as the prompt was being drawn, readline would hold it
+        # to the next Enter: one sent while it waits takes both)
+        interrupt_at_prompt(child)
         child.expect_exact(PROMPT)
         child.sendline("/exit")
         child.expect(pexpect.EOF)

@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,29 @@ def _hear_ctrl_c() -> None:
     """A suite started as a background job (`cmd &` in a script) inherits SIGINT
     ignored, and so would the program: its Ctrl-C tests would wait for nothing."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# select/poll family: x86_64 (poll, select, pselect6, ppoll), aarch64 (pselect6, ppoll)
+_WAITING_FOR_INPUT = {"7", "23", "270", "271", "72", "73"}
+
+
+def interrupt_at_prompt(child, timeout: float = STARTUP) -> None:
+    """Ctrl-C to a program waiting at its readline prompt, sent once it sleeps in
+    `select` with nothing to read. CPython's readline only looks at signals when that
+    `select` is interrupted: a Ctrl-C that lands while it is still drawing the prompt
+    (or handling a key) is held until the next Enter, and the test would wait for a
+    prompt that never comes. (Where /proc cannot tell, it is sent at once.)"""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            call = Path(f"/proc/{child.pid}/syscall").read_text().split()[0]
+        except (OSError, IndexError):
+            break
+        if state == "S" and call in _WAITING_FOR_INPUT:
+            break
+        time.sleep(0.01)
+    child.sendintr()
 
 
 def conversation(engine: FakeEngine, which: int = -1) -> list[tuple[str, str]]:

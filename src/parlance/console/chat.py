@@ -89,14 +89,17 @@ class ChatSession(Chat):
             self.items.pop()  # no answer (or a broken one): the turn is not kept
             self.console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             return
-        if answer.model and not self.model:
-            self.model = answer.model
-        self.mcp_tools.update(answer.tools)
-        if kept := answer.kept():
-            self.items.extend(kept)
-        else:
-            self.items.pop()
-        self.console.print(answer.figures(time.perf_counter() - started, stopped))
+        # the answer has ended: a Ctrl-C now has nothing to stop (and must not leave
+        # the turn half kept, nor end the program)
+        with contextlib.suppress(KeyboardInterrupt), interrupts_held():
+            if answer.model and not self.model:
+                self.model = answer.model
+            self.mcp_tools.update(answer.tools)
+            if kept := answer.kept():
+                self.items.extend(kept)
+            else:
+                self.items.pop()
+            self.console.print(answer.figures(time.perf_counter() - started, stopped))
 
     def run(self, read: ReadLine = input) -> int:
         self.console.print(f"Chatting with {self.model or 'the default model'} at "
