@@ -7,14 +7,14 @@ What runs
 Four servers, started first and idle while another side runs (2 cores: one side at a
 time, rounds interleaved so drift hits all alike, the median round kept):
 
-* **spec** – `parlance serve --speculative ngram` (which takes the batch-invariant KV
-  layout)
-* **off** – `parlance serve` (the default: no drafts, llama.cpp's KV layout)
-* **off-invariant** – `parlance serve --batch-invariant`: no drafts in spec's layout, the
+* **spec** – `parlance serve --speculative ngram`
+* **off** – `parlance serve` (the default: no drafts, batch-invariant attention), the
   side spec's greedy text must equal
+* **off-stock** – `parlance serve --no-batch-invariant`: llama.cpp's own attention
+  kernels; off/off-stock is what batch invariance costs
 * **draft** – `parlance serve --draft-model` with SmolLM2 drafting for itself (the only
   model that ships): the draft-model mechanism end to end, its greedy text equal to
-  off-invariant's and nearly every draft token accepted. A draft as large as the model
+  off's and nearly every draft token accepted. A draft as large as the model
   costs as much per decode, so it is priced as if it were 20× smaller (`--draft-cost
   0.05`) or it would never draft; timed, it is slower than off, and says so.
 * **llama-server** – no speculation
@@ -26,11 +26,10 @@ of the input), summary (a long input), prose (free text). Each at 1 stream and a
 streams started at once (each stream's prompt differs by one leading line).
 
 Reported: decode tok/s per side (1 stream: after the first token; 8 streams: all
-tokens / first request sent → last token), the ratios spec/off and spec/ngram-mod,
-spec/off-invariant (what drafting buys within one layout), draft/off-invariant, the
-acceptance rates of spec and draft from `/metrics` (accepted / drafted draft tokens: load
-independent), whether spec and draft each gave off-invariant's greedy text for every
-stream, and the regression
+tokens / first request sent → last token), the ratios spec/off, spec/ngram-mod,
+draft/off and off/off-stock (what batch invariance costs), the acceptance rates of spec
+and draft from `/metrics` (accepted / drafted draft tokens: load independent), whether
+spec and draft each gave off's greedy text for every stream, and the regression
 guards on the default server (off): single stream (prose) vs the raw llama.cpp loop of
 bench/single_stream.py (≥ 0.97) and 8 streams (prose) vs llama-server (≥ 1.0).
 
@@ -40,7 +39,7 @@ Targets (issue: speculative decoding): code-edit single stream spec ≥ 1.6× of
 Run on a quiet machine:
 `.venv/bin/python bench/speculative.py [--tokens 256] [--runs 3] [--streams 1,8]`
 (`--workloads code-edit,prose --sides spec,off` to narrow it; `--sides
-draft,off-invariant` for the draft model alone). Exit code 0 whatever
+draft,off` for the draft model alone). Exit code 0 whatever
 the result; PASS/FAIL is printed against each target.
 """
 
@@ -72,7 +71,7 @@ THREADS = 2
 SLOTS = 8
 CTX_PER_SLOT = 4096
 SETTLE_SECONDS = 1.0
-SIDES = ("spec", "off", "off-invariant", "draft", "llama-server", "ngram-mod")
+SIDES = ("spec", "off", "off-stock", "draft", "llama-server", "ngram-mod")
 DRAFTING = ("spec", "draft")  # the sides whose acceptance is reported
 # The draft side's price of a draft decode, relative to the model's: SmolLM2 drafting
 # for itself really costs 1, which never pays, so it would never draft.
@@ -179,7 +178,7 @@ def speculation_counters(base: str) -> tuple[int, int]:
 
 
 def measure(base: str, side: str, workload: str, streams: int, max_tokens: int) -> Result:
-    parlance = side in ("spec", "off", "off-invariant", "draft")
+    parlance = side in ("spec", "off", "off-stock", "draft")
     before = speculation_counters(base) if parlance else (0, 0)
     result = run_streams(base, workload, streams, max_tokens)
     if parlance:
@@ -202,7 +201,7 @@ def commands(model: Path) -> dict[str, Callable[[int], list[str]]]:
                              str(SLOTS * CTX_PER_SLOT), "--no-webui", *extra]
 
     return {"spec": parlance("ngram"), "off": parlance("off"),
-            "off-invariant": parlance("off", "--batch-invariant"),
+            "off-stock": parlance("off", "--no-batch-invariant"),
             "draft": parlance("draft", "--draft-model", str(model), "--draft-cost", DRAFT_COST),
             "llama-server": llama_server(), "ngram-mod": llama_server("--spec-type", "ngram-mod")}
 
@@ -282,7 +281,7 @@ def raw_prose(model: Path, args: argparse.Namespace) -> float | None:
 
 def drafts_and_text(runs: list[Result], off_runs: list[Result]) -> tuple[str, str]:
     """A drafting side's accepted/drafted tokens, and whether each round's greedy texts
-    were off-invariant's."""
+    were off's."""
     drafted = sum(r.drafted for r in runs)
     accepted = sum(r.accepted for r in runs)
     share = fmt(100 * accepted / drafted if drafted else None, 0, "%")
@@ -294,25 +293,24 @@ def drafts_and_text(runs: list[Result], off_runs: list[Result]) -> tuple[str, st
 def report(results: dict[tuple[str, str, int], list[Result]], bases: dict[str, str],
            workloads: list[str], levels: list[int], raw_rate: float | None) -> None:
     table = Table(title="tok/s (median round); acceptance of spec and draft; their greedy "
-                        "text = off-invariant's")
-    for column in ("workload", "streams", *bases, "spec/off", "spec/off-inv", "spec/ngram-mod",
-                   "draft/off-inv", "spec accepted/drafted", "spec identical",
+                        "text = off's")
+    for column in ("workload", "streams", *bases, "spec/off", "spec/ngram-mod", "draft/off",
+                   "off/off-stock", "spec accepted/drafted", "spec identical",
                    "draft accepted/drafted", "draft identical"):
         table.add_column(column, justify="right")
     checks: list[tuple[str, float | None, float]] = []
     for workload in workloads:
         for streams in levels:
             rates = {s: median_rate(results.get((s, workload, streams), [])) for s in bases}
-            off_runs = results.get(("off-invariant", workload, streams), [])
+            off_runs = results.get(("off", workload, streams), [])
             drafting = [cell for side in DRAFTING for cell in drafts_and_text(
                 results.get((side, workload, streams), []), off_runs)]
             over_off = ratio(rates.get("spec"), rates.get("off"))
             over_mod = ratio(rates.get("spec"), rates.get("ngram-mod"))
-            over_same_layout = ratio(rates.get("spec"), rates.get("off-invariant"))
             table.add_row(workload, str(streams), *(fmt(rates[s]) for s in bases),
-                          fmt(over_off, 2, "×"), fmt(over_same_layout, 2, "×"),
-                          fmt(over_mod, 2, "×"),
-                          fmt(ratio(rates.get("draft"), rates.get("off-invariant")), 2, "×"),
+                          fmt(over_off, 2, "×"), fmt(over_mod, 2, "×"),
+                          fmt(ratio(rates.get("draft"), rates.get("off")), 2, "×"),
+                          fmt(ratio(rates.get("off"), rates.get("off-stock")), 2, "×"),
                           *drafting)
             checks.append((f"{workload} {streams} stream(s): spec ≥ 0.97× off", over_off, 0.97))
             if workload == "code-edit" and streams == 1:

@@ -71,9 +71,16 @@ def test_strict_max_tokens_is_a_setting():
     assert args.strict_max_tokens is True
 
 
-def test_batch_invariance_is_an_opt_in_setting():
-    assert ServeConfig().batch_invariant is False
+def test_batch_invariance_is_on_where_the_build_makes_it_free():
+    from parlance.cli import batch_invariant_setting
+    from parlance.engines.llamacpp import invariant_attention
+
+    assert ServeConfig().batch_invariant is None
+    assert batch_invariant_setting(ServeConfig()) is invariant_attention.available()
     assert _serve_parser().parse_args(["--batch-invariant"]).batch_invariant is True
+    assert _serve_parser().parse_args(["--no-batch-invariant"]).batch_invariant is False
+    assert batch_invariant_setting(ServeConfig(batch_invariant=False)) is False
+    assert batch_invariant_setting(ServeConfig(batch_invariant=True)) is True
 
 
 def test_speculative_is_a_setting_checked_wherever_it_comes_from(tmp_path, monkeypatch,

@@ -76,10 +76,13 @@ def _parser() -> argparse.ArgumentParser:
                        "exceeds the context, as OpenAI does (otherwise max_tokens is a "
                        "ceiling: the answer ends with 'length' where the context is full)")
     serve.add_argument("--batch-invariant", dest="batch_invariant", action="store_const",
-                       const=True, help="keep the KV cache in the layout whose greedy "
-                       "answers are bit-identical whether a request runs alone or batched, "
-                       "cold or over a cached prefix (default: off; it costs prompt and "
-                       "decode speed, see README)")
+                       const=True, help="attention whose greedy answers are bit-identical "
+                       "whether a request runs alone or batched, cold or over a cached "
+                       "prefix (default: on where `make` built llama-cpp-python with "
+                       "Parlance's patch, which makes it free; see README)")
+    serve.add_argument("--no-batch-invariant", dest="batch_invariant", action="store_const",
+                       const=False, help="llama.cpp's own attention kernels, chosen by "
+                       "each batch's shape (a greedy answer may then differ between runs)")
     serve.add_argument("--speculative", choices=CHOICES["speculative"],
                        help="speculative decoding: 'ngram' drafts tokens from the prompt and "
                             "the text so far and verifies them in the same decode step "
@@ -217,6 +220,7 @@ def _engine_loader(config: ServeConfig):
     rpc = _rpc_servers(config)
     prompt_cache = prompt_cache_settings(config)
     speculative = speculative_settings(config)
+    batch_invariant = batch_invariant_setting(config)
 
     def load(spec, plan, on_progress):
         with load_progress.load(spec.id) as shown:
@@ -229,7 +233,7 @@ def _engine_loader(config: ServeConfig):
             n_batch=plan.eval_batch_size,
             parallel=plan.parallel,
             kv_unified=plan.kv_unified,
-            batch_invariant=config.batch_invariant,
+            batch_invariant=batch_invariant,
         )
         return LlamaCppEngine.load(spec.locate(), settings, chat_template=spec.chat_template,
                                    on_progress=on_progress, max_waiting=config.queue_size,
@@ -246,6 +250,16 @@ def _both(shown, asked):
     if asked is None:
         return shown
     return lambda fraction: (shown(fraction), asked(fraction))
+
+
+def batch_invariant_setting(config: ServeConfig) -> bool:
+    """As configured; unset: on where the build carries the patched attention kernels,
+    which make it free (without them, the fallback layout costs prompt speed)."""
+    from parlance.engines.llamacpp import invariant_attention
+
+    if config.batch_invariant is None:
+        return invariant_attention.available()
+    return config.batch_invariant
 
 
 def speculative_settings(config: ServeConfig):

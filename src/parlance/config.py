@@ -80,16 +80,17 @@ class ServeConfig:
     strict_max_tokens: bool = False  # refuse max_tokens beyond the context (OpenAI's rule)
     # Speculative decoding in the llama.cpp engine: "ngram" (prompt-lookup drafts),
     # "draft" (a draft model's guesses: --draft-model, which implies it) or "off". Off
-    # by default: it pays only on text that copies long spans of its input, and takes
-    # the batch-invariant layout's slower prompts (see README).
+    # by default: it pays only on text that copies long spans of its input.
     speculative: str = "off"
     draft_model: str = ""  # a path or registry name: drafts for the --model model
     # A decode of the draft model relative to one of the target; None: the ratio of
     # their weights' sizes
     draft_cost: float | None = None
-    # The batch-invariant KV layout (greedy answers repeat whatever the batch or cache),
-    # off by default for its cost; speculation turns it on.
-    batch_invariant: bool = False
+    # Batch-invariant attention (greedy answers repeat whatever the batch or cache).
+    # None: on where this build has Parlance's attention patch, whose kernels cost
+    # nothing (README); off where it has not (the fallback layout slows prompts).
+    # Speculation turns it on either way.
+    batch_invariant: bool | None = None
     api_key: tuple[str, ...] = ()
     keepalive_seconds: float = 10.0
     request_timeout: float = 120.0

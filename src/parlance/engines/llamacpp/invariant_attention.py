@@ -6,14 +6,15 @@ Stock ggml picks its CPU flash-attention kernel by a batch's shape: a tiled kern
 otherwise, each summing in its own order. With the switch on, every node with f16 (or
 f32) keys and values takes the tiled kernel whatever its number of rows; each row's
 arithmetic in it is its own, so a token's logits no longer depend on its batch, its
-prompt chunk or where its prefix came from. The patch also makes that kernel cheap for
-few rows (decoding): prompts cost what they cost without the switch, decoding about the
-same but for one stream far into a long context (0.83x 1,400 tokens in), where stock
-ggml splits the lone row's cells between the threads.
+prompt chunk or where its prefix came from. A row's cells are summed in fixed runs
+merged in order, so a lone decoding row's runs are shared between the threads without
+changing its sums, and the patch makes the kernel cheap for few rows (decoding): prompts
+cost what they cost without the switch, decoding 1.0-1.05x stock's at 600-1,400 tokens
+in and 1.2x at 4,000 (its values are prefetched; bench/batch_invariance.py --depth).
 
 The switch is a process-wide flag in libggml-cpu: on while any batch-invariant context
 is open. A context of another model opened meanwhile gets the same kernels (the same
-answers as alone, at most a few percent slower decoding). A llama-cpp-python built
+answers as alone). A llama-cpp-python built
 without the patch has no switch (`available()` is False): the batch-invariant layout then
 keeps q8_0 keys instead, which always take the one-row kernel (prompts ~0.8x).
 """

@@ -49,8 +49,8 @@ class KvTypes:
 # Parlance's build patches ggml with a switch (invariant_attention.py) under which every
 # such node takes the tiled kernel, whose rows are each computed on their own, made cheap
 # for the few rows of decoding: with it, f16/f16 is invariant (two cores, against f16/f16
-# without it: prompts 1.00x; decoding ~600 cells into the context 0.99x at 1 stream and
-# 1.02x at 8; one stream 1,400 tokens in 0.83x, 4,000 in 0.91x). Without the patch
+# without it: prompts 1.00x; decoding 600 tokens into the context 1.04x at 1 stream and
+# 1.01x at 8, 4,000 in 1.24x and 1.23x). Without the patch
 # (a stock llama-cpp-python), keys and values of different types keep to the one-row
 # kernel: q8_0/f16 is invariant too, at prompts 0.82x. bench/batch_invariance.py's logit
 # harness compares rows bit for bit across 13 ways of evaluating one sequence (prompt
@@ -74,9 +74,8 @@ class ContextSettings:
     # what it is batched with (see _new_context), so greedy runs are not reproducible.
     kv_unified: bool = False
     # True: a sequence's logits do not depend on the batch, its chunking or where its
-    # prefix came from (see INVARIANT_KV), at a price in decoding one stream far into
-    # a long context (bench/batch_invariance.py). False: llama.cpp's own kernels,
-    # chosen by the shape of each batch.
+    # prefix came from (see INVARIANT_KV; free with the patched kernels). False:
+    # llama.cpp's own kernels, chosen by the shape of each batch.
     batch_invariant: bool = False
 
     @property
