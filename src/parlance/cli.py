@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
                        "Parlance's patch, which makes it free; see README)")
     serve.add_argument("--no-batch-invariant", dest="batch_invariant", action="store_const",
                        const=False, help="llama.cpp's own attention kernels, chosen by "
-                       "each batch's shape (a greedy answer may then differ between runs)")
+                       "each batch's shape (a greedy answer may then differ between runs; "
+                       "the default only where llama-cpp-python lacks Parlance's patch)")
     serve.add_argument("--speculative", choices=CHOICES["speculative"],
                        help="speculative decoding: 'ngram' drafts tokens from the prompt and "
                             "the text so far and verifies them in the same decode step "
