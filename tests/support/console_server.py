@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import signal
 import sys
 import time
@@ -98,8 +99,9 @@ def _hear_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-# select/poll family: x86_64 (poll, select, pselect6, ppoll), aarch64 (pselect6, ppoll)
-_WAITING_FOR_INPUT = {"7", "23", "270", "271", "72", "73"}
+# the select/poll family's syscall numbers, by machine
+_WAITING_FOR_INPUT = {"x86_64": {"7", "23", "270", "271"},  # poll, select, pselect6, ppoll
+                      "aarch64": {"72", "73"}}.get(platform.machine(), set())  # pselect6, ppoll
 
 
 def interrupt_at_prompt(child, timeout: float = STARTUP) -> None:
@@ -107,9 +109,10 @@ def interrupt_at_prompt(child, timeout: float = STARTUP) -> None:
     `select` with nothing to read. CPython's readline only looks at signals when that
     `select` is interrupted: a Ctrl-C that lands while it is still drawing the prompt
     (or handling a key) is held until the next Enter, and the test would wait for a
-    prompt that never comes. (Where /proc cannot tell, it is sent at once.)"""
+    prompt that never comes. (Where /proc or the machine cannot tell, it is sent at
+    once.)"""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while _WAITING_FOR_INPUT and time.monotonic() < deadline:
         try:
             state = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
             call = Path(f"/proc/{child.pid}/syscall").read_text().split()[0]
