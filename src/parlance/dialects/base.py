@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -15,7 +16,10 @@ from parlance.core.request import GenerationRequest
 from parlance.core.stored import StoredResponse
 
 DONE = "[DONE]"
-Framing = Literal["sse", "ndjson"]  # how the transport writes frames
+# How the transport writes frames: SSE events, NDJSON lines, or one JSON document
+# written as it is made ("json": each frame is a piece of its text, such as Gemini's
+# streamed array `[`, `{…}`, `,{…}`, `]`; an idle stream sends whitespace)
+Framing = Literal["sse", "ndjson", "json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,17 @@ class Frame:
 
     data: Any
     event: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A request as a dialect reads it: the decoded JSON body, and the URL's path
+    parameters and query (an API may put the model or the stream's framing there, as
+    Gemini's `models/{model}:streamGenerateContent?alt=sse` does)."""
+
+    body: Any
+    path: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +76,9 @@ class Call:
     # (the X-Parlance-Progress header): an encoder may then send a frame of its own
     # naming for `Progress`; without it, the API's own stream and nothing else
     progress: bool = field(default=False, kw_only=True)
+    # This call's stream is framed so instead of as its dialect's are (Gemini's stream
+    # is SSE with `alt=sse` in the URL, else one JSON array)
+    framing: Framing | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

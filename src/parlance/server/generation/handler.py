@@ -96,7 +96,7 @@ class GenerationHandler:
             encoder = self.dialect.encoder(started.call, started.served)
             return EventStreamResponse(
                 self.frames(started, encoder),
-                framing=self.dialect.framing,
+                framing=started.call.framing or self.dialect.framing,
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=started.generation.cancel,
                 ping=self._ping,
