@@ -27,11 +27,11 @@ from parlance.config import (
     resolve_config,
 )
 from parlance.console import entry as console_entry
-from parlance.console.load_progress import LoadProgress
+from parlance.console.load_progress import LoadProgressView
 from parlance.core.errors import EngineFailure, InvalidRequest, Unavailable
 
 console = Console(stderr=True)
-load_progress = LoadProgress(console)  # every load of `serve`, at start and on demand
+load_progress = LoadProgressView(console)  # every load of `serve`, at start and on demand
 
 
 def _parser() -> argparse.ArgumentParser:

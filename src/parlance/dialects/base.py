@@ -20,6 +20,10 @@ DONE = "[DONE]"
 # written as it is made ("json": each frame is a piece of its text, such as Gemini's
 # streamed array `[`, `{…}`, `,{…}`, `]`; an idle stream sends whitespace)
 Framing = Literal["sse", "ndjson", "json"]
+# The content type a stream of each framing is sent as (and documented as)
+MEDIA_TYPES: dict[Framing, str] = {"sse": "text/event-stream; charset=utf-8",
+                                   "ndjson": "application/x-ndjson",
+                                   "json": "application/json; charset=utf-8"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +78,7 @@ class Call:
     load_only: bool = field(default=False, kw_only=True)
     # The client asked to be shown prompt processing where its API has no event for it
     # (the X-Parlance-Progress header): an encoder may then send a frame of its own
-    # naming for `Progress`; without it, the API's own stream and nothing else
+    # naming for `PromptProgress`; without it, the API's own stream and nothing else
     progress: bool = field(default=False, kw_only=True)
     # This call's stream is framed so instead of as its dialect's are (Gemini's stream
     # is SSE with `alt=sse` in the URL, else one JSON array)
@@ -82,8 +86,9 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
-class Served:
-    """What the handler learned while starting the generation."""
+class CallFacts:
+    """What the handler tells the dialect of one call, learned while starting its
+    generation: the model id to echo, its prompts, how long its model took."""
 
     model: str  # the id the client asked for (aliases are echoed as sent)
     prompts: tuple[PromptInfo, ...]
@@ -138,9 +143,9 @@ class Dialect(Protocol[C]):
 
     def parse(self, body: Any) -> C: ...
 
-    def encoder(self, call: C, served: Served) -> Encoder: ...
+    def encoder(self, call: C, served: CallFacts) -> Encoder: ...
 
-    def render(self, call: C, served: Served, completion: Completion) -> dict[str, Any]: ...
+    def render(self, call: C, served: CallFacts, completion: Completion) -> dict[str, Any]: ...
 
     def render_error(self, error: ParlanceError) -> ErrorResponse: ...
 
@@ -153,7 +158,7 @@ class Stateful(Protocol[C]):
 
     stored_kind: str
 
-    def encoder(self, call: C, served: Served) -> StatefulEncoder: ...
+    def encoder(self, call: C, served: CallFacts) -> StatefulEncoder: ...
 
     def previous_id(self, call: C) -> str | None: ...
 

@@ -24,6 +24,7 @@ from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
+from parlance.server.calls.background import BackgroundRuns
 from parlance.server.endpoints.api_docs import ApiDocs
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.endpoints.info import InfoEndpoints
@@ -33,7 +34,6 @@ from parlance.server.endpoints.metrics import MetricsEndpoint
 from parlance.server.endpoints.ollama_models import OllamaModels
 from parlance.server.endpoints.stored_responses import StoredResponses
 from parlance.server.endpoints.web import ASSETS, WebPage
-from parlance.server.generation.background import BackgroundRuns
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.generation.socket_mode import SocketEndpoint
 from parlance.server.http.refusal import Render

@@ -26,14 +26,14 @@ from parlance.core.events import (
     TopLogprob,
     Usage,
 )
-from parlance.dialects.base import Incoming, Served
+from parlance.dialects.base import CallFacts, Incoming
 from parlance.dialects.gemini import GenerateContent
 from parlance.dialects.gemini.thoughts import reasoning_of
 from parlance.engines.base import PromptInfo
 from tests.support.encoding import body, encoded
 
 HELLO = {"contents": [{"role": "user", "parts": [{"text": "Hello!"}]}]}
-SERVED = Served("fake-model", prompts=(PromptInfo("Hello!", 5),))
+SERVED = CallFacts("fake-model", prompts=(PromptInfo("Hello!", 5),))
 CALL = [ToolCallStart("call_1", "get_weather"), ToolCallArgs('{"city": '),
         ToolCallArgs('"Paris"}'), ToolCallEnd()]
 TEXT = [TextDelta("Hel"), TextDelta("lo")]

@@ -16,7 +16,7 @@ from typing import Any
 
 from parlance.core.accumulate import Completion
 from parlance.core.errors import ParlanceError
-from parlance.dialects.base import Call, ErrorResponse, Framing, Incoming, Served
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing, Incoming
 from parlance.dialects.gemini import errors, result
 from parlance.dialects.gemini.request import (
     CountTokensRequest,
@@ -56,13 +56,13 @@ class GenerateContent:
                             result.new_response_id(),
                             shows_thoughts(req.generation_config), framing=framing)
 
-    def encoder(self, call: GenerateCall, served: Served) -> GenerateEncoder:
+    def encoder(self, call: GenerateCall, served: CallFacts) -> GenerateEncoder:
         prompt_tokens = served.prompts[0].n_tokens if served.prompts else 0
         return GenerateEncoder(call.id, served.model, prompt_tokens,
                                show_thoughts=call.show_thoughts, array=call.framing == "json",
                                logprobs=call.request.logprobs is not None)
 
-    def render(self, call: GenerateCall, served: Served,
+    def render(self, call: GenerateCall, served: CallFacts,
                completion: Completion) -> dict[str, Any]:
         prompt_tokens = served.prompts[0].n_tokens if served.prompts else 0
         return result.response(call.id, served.model, prompt_tokens, completion,

@@ -22,7 +22,7 @@ from parlance.core.embeddings import (
 )
 from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.dialects.base import ErrorResponse, Incoming
-from parlance.dialects.embedding_base import EmbedCall, EmbedServed
+from parlance.dialects.embedding_base import EmbedCall, EmbedCallFacts
 from parlance.dialects.gemini import errors
 from parlance.dialects.gemini.request import ContentIn, GeminiModel, model_name
 from parlance.dialects.shared.wire import parse_body
@@ -87,7 +87,7 @@ class EmbedContent(_Errors):
         req = parse_body(self.body_model, incoming.body)
         return _call(model_name(incoming.path.get("model", "")), [req], batch=False)
 
-    def render(self, call: GeminiEmbedCall, served: EmbedServed,
+    def render(self, call: GeminiEmbedCall, served: EmbedCallFacts,
                result: Embeddings) -> dict[str, Any]:
         return {"embedding": _values(result.vectors[0], call.dimensions[0])}
 
@@ -102,7 +102,7 @@ class BatchEmbedContents(_Errors):
         return _call(model_name(incoming.path.get("model", "")), req.requests,
                      batch=True)
 
-    def render(self, call: GeminiEmbedCall, served: EmbedServed,
+    def render(self, call: GeminiEmbedCall, served: EmbedCallFacts,
                result: Embeddings) -> dict[str, Any]:
         return {"embeddings": [_values(v, size)
                                for v, size in zip(result.vectors, call.dimensions,

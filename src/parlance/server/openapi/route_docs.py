@@ -1,12 +1,12 @@
-"""What `/openapi.json` says about each plain route of `routes.py` (generation and
-embeddings routes are described by their dialects). A route missing here is listed in
-the document as undocumented, and `tests/server/test_route_docs.py` fails on it."""
+"""What `/openapi.json` says about each plain route of `routes.py` (a generation or
+embeddings route describes itself from its dialect: `DescribedByDialect`). A route
+missing here is listed in the document as undocumented, and
+`tests/server/openapi/test_route_docs.py` fails on it."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 from starlette.routing import Route
@@ -24,9 +24,6 @@ from parlance.dialects.openai.completions import OpenAICompletions
 from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
-from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
-from parlance.server.generation.handler import GenerationHandler
-from parlance.server.generation.parlance_headers import PROGRESS, SPECULATIVE, SWITCH
 from parlance.server.openapi.operation import (
     API_NAMES,
     EMPTY,
@@ -36,8 +33,6 @@ from parlance.server.openapi.operation import (
     Operation,
     Query,
     either,
-    embedding,
-    generating,
     streamed,
 )
 
@@ -53,19 +48,6 @@ _FILES = MappingProxyType({"text/css": {"type": "string"},
 OPENAI, ANTHROPIC = API_NAMES["openai"], API_NAMES["anthropic"]
 OLLAMA, LMSTUDIO = API_NAMES["ollama"], API_NAMES["lmstudio"]
 SERVER = "Server"
-
-_SWITCH = {"type": "string", "enum": list(SWITCH)}
-# The headers every generation route reads (`server/generation/parlance_headers.py`)
-PARLANCE_HEADERS = (
-    Query(SPECULATIVE, _SWITCH, "off: no speculative decoding for this request (it never "
-          "changes what is generated; it gives back the batch rows drafts would take)."),
-    Query(PROGRESS, _SWITCH, "on: prompt processing shown in a stream whose API has no "
-          "event for it. /v1/responses (and its WebSocket mode, in the handshake) then "
-          "also sends `parlance.prompt_progress` events: {type, sequence_number, done, "
-          "total}, prompt tokens evaluated of the total, per chunk, numbered with the "
-          "others (never for a background response). Without it, the API's stream "
-          "exactly."),
-)
 
 PLAIN: dict[tuple[str, str], Operation] = {
     ("GET", "/api/v1/models"): Operation(LMSTUDIO, "The models", _LMSTUDIO),
@@ -170,11 +152,17 @@ EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
 }
 
 
+@runtime_checkable
+class DescribedByDialect(Protocol):
+    """The owner of a route its dialect describes: `GenerationHandler`,
+    `EmbeddingsEndpoint` (this floor is below both, so it asks them)."""
+
+    def operation(self) -> Operation: ...
+
+
 def describe(route: Route, method: str, path: str) -> Operation | None:
     """`method` on `route` (at `path`, its OpenAPI spelling), or None if undocumented."""
     owner: Any = getattr(route.endpoint, "__self__", None)
-    if isinstance(owner, GenerationHandler):
-        return replace(generating(owner.dialect), headers=PARLANCE_HEADERS)
-    if isinstance(owner, EmbeddingsEndpoint):
-        return embedding(owner.dialect)
+    if isinstance(owner, DescribedByDialect):
+        return owner.operation()
     return PLAIN.get((method, path))
