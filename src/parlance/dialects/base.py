@@ -141,7 +141,7 @@ class Dialect(Protocol[C]):
         """The pydantic model `parse` validates the body with: also what the server's
         OpenAPI document says the body is, so the two cannot disagree."""
 
-    def parse(self, body: Any) -> C: ...
+    def parse(self, incoming: Incoming) -> C: ...
 
     def encoder(self, call: C, served: CallFacts) -> Encoder: ...
 
@@ -215,6 +215,14 @@ class Truncating(Protocol[C]):
 
     def shorter(self, call: C) -> C | None:
         """The call without its oldest turn; None when nothing may be dropped."""
+
+
+@runtime_checkable
+class StreamsByRoute(Protocol):
+    """A dialect whose route, not its body, says whether the answer streams (Gemini's
+    `:streamGenerateContent` beside `:generateContent`); `Call.framing` then says how."""
+
+    streaming: bool
 
 
 @runtime_checkable

@@ -28,7 +28,7 @@ from parlance.dialects.gemini import render_error
     (ContextOverflow("too long"), 400, "INVALID_ARGUMENT"),
     (PayloadTooLarge("big"), 413, "INVALID_ARGUMENT"),
     (EngineFailure("broke"), 500, "INTERNAL"),
-    (NotImplementedHere("no"), 501, "UNIMPLEMENTED"),
+    (NotImplementedHere("no"), 400, "INVALID_ARGUMENT"),
     (ServerShuttingDown("bye"), 503, "UNAVAILABLE"),
     (RequestTimeout("slow"), 504, "DEADLINE_EXCEEDED"),
 ])

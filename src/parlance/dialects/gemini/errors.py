@@ -7,11 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from parlance.core.errors import ContextOverflow, ModelNotFound, ParlanceError
+from parlance.core.errors import (
+    ContextOverflow,
+    ModelNotFound,
+    NotImplementedHere,
+    ParlanceError,
+)
 from parlance.dialects.base import ErrorResponse
 from parlance.dialects.shared.errors import StatusOverrides, status_of
 
-STATUS: StatusOverrides = {}
+# A feature this server lacks is a 400 INVALID_ARGUMENT, as Google answers a field a
+# model does not support
+STATUS: StatusOverrides = {NotImplementedHere: 400}
 
 _NAMES = {
     400: "INVALID_ARGUMENT",

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from parlance.core.errors import ParlanceError
 from parlance.core.model_facts import ModelFacts
+from parlance.dialects.base import ErrorResponse
+from parlance.dialects.gemini import errors
 
 GENERATES = ["generateContent", "streamGenerateContent", "countTokens"]
 EMBEDS = ["embedContent", "batchEmbedContents", "countTokens"]
@@ -35,3 +38,16 @@ def model_object(model_id: str, facts: ModelFacts) -> dict[str, Any]:
 def model_list(objects: list[dict[str, Any]]) -> dict[str, Any]:
     """Every model on one page (no `nextPageToken`)."""
     return {"models": objects}
+
+
+class GeminiModels:
+    """`GET /v1beta/models` and `GET /v1beta/models/{model}`."""
+
+    def model_object(self, model_id: str, facts: ModelFacts) -> dict[str, Any]:
+        return model_object(model_id, facts)
+
+    def model_list(self, objects: list[dict[str, Any]]) -> dict[str, Any]:
+        return model_list(objects)
+
+    def render_error(self, error: ParlanceError) -> ErrorResponse:
+        return errors.render_error(error)
