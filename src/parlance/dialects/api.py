@@ -65,11 +65,14 @@ class ModelListing(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ModelRoutes:
-    """`list_path` answers every model; `model_path` (with a `{model}` parameter) one."""
+    """`list_path` answers every model; `model_path` (with a `{model}` parameter) one.
+    A request to the shared list (`GET /v1/models`, `GET /v1/models/{id}`: OpenAI's)
+    that carries one of `headers` is this API's client, answered by this listing."""
 
     list_path: str
     model_path: str
     listing: ModelListing
+    headers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,10 @@ def build_routes(models: ServedModels, settings: ServerSettings,
                      if isinstance(d, OpenAIResponses))
     runs = BackgroundRuns(responses, responses.framing, store, kind=responses.stored_kind,
                           keepalive_seconds=settings.keepalive_seconds)
-    info = InfoEndpoints(models, settings)
+    info = InfoEndpoints(models, settings, tuple(
+        (listed.headers, ModelList(listed.listing, models, settings, tag, one=False),
+         ModelList(listed.listing, models, settings, tag, one=True))
+        for tag, made in served for listed in made.models if listed.headers))
     web = WebPage(info)
     stored = StoredResponses(models, settings, store, responses, runs)
     lmstudio = LMStudioModels(models, settings, downloads)

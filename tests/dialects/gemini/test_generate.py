@@ -138,3 +138,14 @@ async def test_the_key_may_come_where_geminis_clients_send_it(where):
         other = await http.post("/v1/chat/completions?key=sk-test", json={
             "model": "fake-model", "messages": [{"role": "user", "content": "Hi"}]})
         assert other.status_code == 401
+
+
+async def test_the_shared_v1_model_list_is_geminis_for_googles_clients(client):
+    """The Python SDK asks `GET /v1/models`, which is OpenAI's: its headers say whose."""
+    google = {"x-goog-api-client": "google-genai-sdk/3.6.1 gl-python/3.11"}
+    listed = (await client.get("/v1/models", headers=google)).json()
+    assert [m["name"] for m in listed["models"]] == ["models/fake-model"]
+    one = (await client.get("/v1/models/fake-model", headers={"x-goog-api-key": "k"})).json()
+    assert one["name"] == "models/fake-model"
+    _google_error(await client.get("/v1/models/nope", headers=google), 404, "NOT_FOUND")
+    assert (await client.get("/v1/models")).json()["object"] == "list"  # OpenAI's

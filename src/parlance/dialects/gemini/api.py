@@ -1,8 +1,8 @@
 """Gemini's API as the server serves it: the model methods under `/v1beta` and `/v1`
 (`models/{model}:generateContent`, `:streamGenerateContent`, `:countTokens`,
 `:embedContent`, `:batchEmbedContents`) and the model list under `/v1beta` (`GET
-/v1/models` is OpenAI's). Keys come in `x-goog-api-key` (what the SDKs and Gemini CLI
-send) or `?key=`."""
+/v1/models` is OpenAI's, and Gemini's for a request with Google's client headers).
+Keys come in `x-goog-api-key` (what the SDKs and Gemini CLI send) or `?key=`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ METHODS = ("generateContent", "streamGenerateContent", "countTokens", "embedCont
 # Gemini's v1 methods, inside OpenAI's /v1: Gemini's envelope answers these paths
 V1_METHODS = re.compile(r"/v1/models/[^/]+:(?:" + "|".join(METHODS) + ")")
 
+# What the SDKs (and Gemini CLI through them) send with every request: a `GET
+# /v1/models` carrying either is a Gemini client's (the Python SDK asks `v1`)
+CLIENT_HEADERS = ("x-goog-api-client", "x-goog-api-key")
+
 _CONTENTS = [{"role": "user", "parts": [{"text": "Hello!"}]}]
 
 
@@ -35,7 +39,8 @@ def routes(services: Services) -> Routes:
         embeddings=tuple(pair for v in VERSIONS for pair in (
             (f"{v}/models/{model}:embedContent", embed),
             (f"{v}/models/{model}:batchEmbedContents", batch))),
-        models=(ModelRoutes("/v1beta/models", "/v1beta/models/{model}", GeminiModels()),))
+        models=(ModelRoutes("/v1beta/models", "/v1beta/models/{model}", GeminiModels(),
+                            headers=CLIENT_HEADERS),))
 
 
 API = api.API(

@@ -46,6 +46,8 @@ class ModelList:
         return self.listing.model_list(await asyncio.to_thread(objects))
 
     async def _one(self, request: Request) -> dict[str, Any]:
-        requested = request.path_params["model"].removeprefix("models/") or "\0"
+        params = request.path_params  # (`model_id` where OpenAI's route is shared)
+        requested = (params.get("model") or params.get("model_id") or "").removeprefix(
+            "models/") or "\0"
         spec = self.models.spec(requested)  # ModelNotFound when no model has that name
         return self.listing.model_object(requested, await asyncio.to_thread(facts_of, spec))

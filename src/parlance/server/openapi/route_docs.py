@@ -13,6 +13,7 @@ from starlette.routing import Route
 
 from parlance.dialects import anthropic, apis, lmstudio, ollama
 from parlance.dialects.anthropic.api import API as ANTHROPIC_API
+from parlance.dialects.gemini.api import API as GEMINI_API
 from parlance.dialects.lmstudio import models as lmstudio_models
 from parlance.dialects.lmstudio.api import API as LMSTUDIO_API
 from parlance.dialects.ollama import models as ollama_models
@@ -35,6 +36,7 @@ _OPENAI = (openai_errors.render_error,)
 _LMSTUDIO = (lmstudio.render_error,)
 _OLLAMA = (ollama.render_error,)
 _ANTHROPIC = (anthropic.render_error,)
+_GEMINI = (GEMINI_API.render_error,)  # for Google's client headers (the Python SDK asks v1)
 _INTEGER = {"type": "integer"}
 _FILES = MappingProxyType({"text/css": {"type": "string"},
                            "text/javascript": {"type": "string"},
@@ -95,11 +97,14 @@ PLAIN: dict[tuple[str, str], Operation] = {
     ("POST", "/v1/responses/{sub_path}"): Operation(
         OPENAI, "Responses: no endpoint (any other path under it is not found)", _OPENAI,
         succeeds=False),
-    # Anthropic's clients (they send `anthropic-version`) get Anthropic's shapes
+    # Anthropic's clients (they send `anthropic-version`) get Anthropic's shapes, Gemini's
+    # (`x-goog-api-client`, `x-goog-api-key`) Gemini's
     ("GET", "/v1/models"): Operation(
-        OPENAI, "The models (OpenAI's or Anthropic's list)", _OPENAI + _ANTHROPIC),
+        OPENAI, "The models (OpenAI's, Anthropic's or Gemini's list)",
+        _OPENAI + _ANTHROPIC + _GEMINI),
     ("GET", "/v1/models/{model_id}"): Operation(
-        OPENAI, "A model (OpenAI's or Anthropic's object)", _OPENAI + _ANTHROPIC),
+        OPENAI, "A model (OpenAI's, Anthropic's or Gemini's object)",
+        _OPENAI + _ANTHROPIC + _GEMINI),
     ("GET", "/health"): Operation(SERVER, "Liveness", _OPENAI, public=True),
     ("GET", "/"): Operation(SERVER, "Liveness, as Claude Code and Ollama's apps probe it; "
                             "the web chat page for a browser (Accept: text/html)",
