@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from parlance.dialects.anthropic.stream import PING
 from parlance.dialects.base import Frame
+from parlance.server.calls import framing
 from parlance.server.calls.framing import encode, keepalive
-from parlance.server.generation import framing
 
 
 def test_each_sse_comment_ping_is_stamped_with_its_own_time(monkeypatch):

@@ -1,0 +1,38 @@
+"""The flag reference: one row per serve setting (flag, env var, default, help), from the
+same `ServeConfig` fields the flags are generated from; the docs' flag page renders
+these rows, so the page cannot drift from `parlance serve --help`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from parlance.cli.serve_flags import serve_flags, shown
+from parlance.config import ServeConfig
+
+
+@dataclass(frozen=True, slots=True)
+class FlagRow:
+    flag: str  # --ctx-size (a `bool | None` setting: "--batch-invariant / --no-batch-invariant")
+    env: str  # PARLANCE_CTX_SIZE
+    default: str  # as `--help` shows it; "" where the help says it in words
+    help: str  # the help text, without the bracketed default and env var
+
+
+def flag_rows(config: type[ServeConfig] = ServeConfig) -> Iterator[FlagRow]:
+    """Each serve setting of `config`, in `--help`'s order."""
+    for flag in serve_flags(config):
+        spec = flag.spec
+        name = flag.flag
+        text = spec.help
+        if spec.off is not None:
+            name = f"{flag.flag} / --no-{flag.flag.removeprefix('--')}"
+            text = f"{spec.help}. --no-{flag.flag.removeprefix('--')}: {spec.off}"
+        default = flag.default
+        if default is False:
+            value = "off"
+        elif default in (None, "", ()):
+            value = ""
+        else:
+            value = shown(default)
+        yield FlagRow(name, flag.env, value, text)
