@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from parlance.models.load_plan import DEFAULT_CONTEXT
 from parlance.models.registry import (
@@ -251,15 +251,15 @@ SERVE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ServeConfig)
 # (argparse's `choices` cover only the flags).
 CHOICES: dict[str, tuple[str, ...]] = {
     f.name: flag.choices for f in fields(ServeConfig) if (flag := flag_of(f)) and flag.choices}
-_TYPES = {f.name: str(f.type) for f in fields(ServeConfig)}  # ("int | None", …)
+C = TypeVar("C", bound=ServeConfig)
 
 
 def env_name(field: str) -> str:
     return f"PARLANCE_{field.upper()}"
 
 
-def _coerce(field: str, raw: Any) -> Any:
-    kind = _TYPES[field]
+def _coerce(kind: str, raw: Any) -> Any:
+    """`raw` as a setting of this type ("int | None", as the field is written)."""
     if "tuple" in kind:  # repeatable flags; comma-separated in env and file
         items = raw.split(",") if isinstance(raw, str) else list(raw)
         return tuple(k.strip() for k in items if k.strip())
@@ -274,19 +274,20 @@ def _coerce(field: str, raw: Any) -> Any:
     return str(raw)
 
 
-def _setting(field: str, raw: Any, source: str) -> Any:
-    """`raw` as the setting's type (and one of its `CHOICES`); a value that is neither
+def _setting(item: Field[Any], raw: Any, source: str) -> Any:
+    """`raw` as the setting's type (and one of its `choices`); a value that is neither
     is refused naming where it came from."""
+    kind = str(item.type)
     try:
-        value = _coerce(field, raw)
+        value = _coerce(kind, raw)
     except (ValueError, TypeError):
-        raise ValueError(f"{source}: {field} must be {_TYPES[field]}, not {raw!r}") from None
-    choices = CHOICES.get(field)
-    if choices is not None:
+        raise ValueError(f"{source}: {item.name} must be {kind}, not {raw!r}") from None
+    flag = flag_of(item)
+    if flag is not None and flag.choices:
         value = value.strip().lower()
-        if value not in choices:
-            raise ValueError(f"{source}: {field} must be one of {', '.join(choices)}, "
-                             f"not {raw!r}")
+        if value not in flag.choices:
+            raise ValueError(f"{source}: {item.name} must be one of "
+                             f"{', '.join(flag.choices)}, not {raw!r}")
     return value
 
 
@@ -323,8 +324,12 @@ def read_config_file(path: Path | None) -> tuple[dict[str, Any], Path | None]:
 
 
 def resolve_config(
-    flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None
-) -> tuple[ServeConfig, dict[str, ModelSpec]]:
+    flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None,
+    kind: type[C] = ServeConfig,  # type: ignore[assignment]  # (the default's C)
+) -> tuple[C, dict[str, ModelSpec]]:
+    """The settings of `kind` (every setting of `ServeConfig`, or a subclass's too) from
+    the flags, the environment, the file's `[serve]` table and the defaults, in that
+    order; and the registry with the file's presets."""
     document, read = read_config_file(config_path)
     base_dir = read.parent if read is not None else Path.cwd()
     registry = builtin_registry()
@@ -332,19 +337,20 @@ def resolve_config(
         registry = with_preset(registry, name, table, base_dir)
     values: dict[str, Any] = {}
     file_defaults = document.get("serve", {})
-    for name in (f.name for f in fields(ServeConfig)):
+    for item in fields(kind):
+        name = item.name
         if flags.get(name) not in (None, (), []):
-            values[name] = _setting(name, flags[name], "--" + name.replace("_", "-"))
+            values[name] = _setting(item, flags[name], "--" + name.replace("_", "-"))
         elif env.get(env_name(name)):
-            values[name] = _setting(name, env[env_name(name)], env_name(name))
+            values[name] = _setting(item, env[env_name(name)], env_name(name))
         elif name in file_defaults:
-            values[name] = _setting(name, file_defaults[name], f"[serve] in {read}")
+            values[name] = _setting(item, file_defaults[name], f"[serve] in {read}")
     values["upstreams"] = upstream_entries(document.get("upstreams", []))
     if "local_model" not in values:
         values["local_model"] = "model" in values or not (values.get("upstream")
                                                          or values["upstreams"])
     values.update(_draft_settings(values))
-    config = ServeConfig(**values)
+    config = kind(**values)
     registry = with_aliases(registry, config.model_alias)
     if not config.data_dir:
         config = replace(config, data_dir=str(default_data_dir()))

@@ -23,11 +23,10 @@ def flag_rows(config: type[ServeConfig] = ServeConfig) -> Iterator[FlagRow]:
     """Each serve setting of `config`, in `--help`'s order."""
     for flag in serve_flags(config):
         spec = flag.spec
-        name = flag.flag
-        text = spec.help
+        name, text = flag.flag, spec.help
         if spec.off is not None:
-            name = f"{flag.flag} / --no-{flag.flag.removeprefix('--')}"
-            text = f"{spec.help}. --no-{flag.flag.removeprefix('--')}: {spec.off}"
+            off = "--no-" + flag.flag.removeprefix("--")
+            name, text = f"{flag.flag} / {off}", f"{spec.help}; {off}: {spec.off}"
         default = flag.default
         if default is False:
             value = "off"
@@ -36,3 +35,19 @@ def flag_rows(config: type[ServeConfig] = ServeConfig) -> Iterator[FlagRow]:
         else:
             value = shown(default)
         yield FlagRow(name, flag.env, value, text)
+
+
+def flags_markdown(config: type[ServeConfig] = ServeConfig) -> str:
+    """The rows as a Markdown table (what the docs' flag reference page shows)."""
+    lines = ["| flag | environment | default | what it does |", "|---|---|---|---|"]
+    for row in flag_rows(config):
+        default = f"`{row.default}`" if row.default else ""
+        lines.append(f"| `{row.flag}` | `{row.env}` | {default} | {_cell(row.help)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell (no column break, emphasis or tag)."""
+    for raw, safe in (("|", "\\|"), ("*", "\\*"), ("<", "&lt;"), ("\n", " ")):
+        text = text.replace(raw, safe)
+    return text
