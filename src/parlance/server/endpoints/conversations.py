@@ -82,7 +82,7 @@ class ConversationEndpoints:
                 "has_more": len(found) > limit}
 
     async def _create(self, request: Request) -> dict[str, Any]:
-        body = await read_json(request, self.settings.max_body_bytes)
+        body: Any = await read_json(request, self.settings.max_body_bytes)
         if isinstance(body, dict) and "conversations" in body:
             many = parse_body(ImportShape, body).conversations
             return {"object": "list", "data": [summary_json(self._keep(d, None)) for d in
