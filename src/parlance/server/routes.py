@@ -24,8 +24,9 @@ from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
+from parlance.server.body.conversation_shapes import PATH as CONVERSATIONS
+from parlance.server.calls.background import BackgroundRuns
 from parlance.server.endpoints.api_docs import ApiDocs
-from parlance.server.endpoints.conversations import PATH as CONVERSATIONS
 from parlance.server.endpoints.conversations import ConversationEndpoints
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.endpoints.info import InfoEndpoints
@@ -35,7 +36,6 @@ from parlance.server.endpoints.metrics import MetricsEndpoint
 from parlance.server.endpoints.ollama_models import OllamaModels
 from parlance.server.endpoints.stored_responses import StoredResponses
 from parlance.server.endpoints.web import ASSETS, WebPage
-from parlance.server.generation.background import BackgroundRuns
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.generation.socket_mode import SocketEndpoint
 from parlance.server.http.refusal import Render

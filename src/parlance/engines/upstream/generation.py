@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from parlance.core.errors import EngineFailure, ParlanceError, UpstreamFailure
-from parlance.core.events import Event, Failed, Progress, Usage
+from parlance.core.events import Event, Failed, PromptProgress, Usage
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
 from parlance.engines.metrics import EngineMetrics
@@ -107,7 +107,7 @@ class UpstreamGeneration:
         # The upstream is evaluating the prompt now; it is done when the first token comes.
         # (No finer progress crosses the API: LM Studio's prompt_processing events.)
         self._progress_index = opened[0].sub.index
-        self._items.append(Progress(0, 1, self._progress_index))
+        self._items.append(PromptProgress(0, 1, self._progress_index))
         freeform = frozenset(t.name for t in request.tools if t.freeform)
         names = tool_names(request)
         self._tasks = [asyncio.ensure_future(self._pump(o, ChoiceMapper(
@@ -179,7 +179,7 @@ class UpstreamGeneration:
             if self._first is None:
                 self._first = now
                 metrics.time_to_first_token.observe(now - self._started)
-                self._items.append(Progress(1, 1, self._progress_index))
+                self._items.append(PromptProgress(1, 1, self._progress_index))
             else:
                 metrics.inter_token.observe(now - self._last)
             self._last = now

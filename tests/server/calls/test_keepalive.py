@@ -1,4 +1,4 @@
-"""What keeps a silent stream alive (`server/generation/keepalive.py`), the one source
+"""What keeps a silent stream alive (`server/calls/keepalive.py`), the one source
 both transports use: the encoder's own progress frame where its stream has one
 (found by `ShowsProgress`), and one idle timer that fills every silence."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from parlance.dialects.base import Frame, Served
+from parlance.dialects.base import CallFacts, Frame
 from parlance.dialects.ollama.stream import OllamaEncoder
 from parlance.dialects.openai.chat import ChatEncoder, OpenAIChat
-from parlance.server.generation.keepalive import Keepalive, progress_of
+from parlance.server.calls.keepalive import Keepalive, progress_of
 
 PATIENCE = 60.0  # a generous bound for every wait; nothing is timed against it
 
@@ -18,7 +18,7 @@ def chat_encoder() -> ChatEncoder:
     dialect = OpenAIChat()
     call = dialect.parse({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
                           "stream": True})
-    return dialect.encoder(call, Served("m", ()))
+    return dialect.encoder(call, CallFacts("m", ()))
 
 
 def test_an_encoder_that_shows_progress_gives_its_frames():

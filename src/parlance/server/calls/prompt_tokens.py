@@ -9,9 +9,9 @@ from starlette.requests import Request
 
 from parlance.dialects.base import Call
 from parlance.models.served import ServedModel, ServedModels
-from parlance.server.generation.loading import call_lease
-from parlance.server.generation.supervision import Supervisor
-from parlance.server.generation.tool_servers import open_tool_servers
+from parlance.server.calls.lease import call_lease
+from parlance.server.calls.supervision import Supervisor
+from parlance.server.calls.tool_servers import open_tool_servers
 from parlance.server.http.access_log import access_record
 from parlance.server.settings import ServerSettings
 

@@ -7,7 +7,7 @@ stream ends by its dialect's contract (an error frame and `[DONE]`, `response.fa
 LM Studio's `error` and `chat.end`) and an answer not streamed (a generation, an
 embedding, a token count) is a 503 in its API's envelope instead of a cut connection.
 
-Every call's `Supervisor` (`server/generation/supervision.py`) enrols here while its
+Every call's `Supervisor` (`server/calls/supervision.py`) enrols here while its
 work runs; `server/runner.py` begins the drain at the start of uvicorn's shutdown.
 """
 

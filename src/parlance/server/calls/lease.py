@@ -24,11 +24,11 @@ from parlance.core.accumulate import Accumulator
 from parlance.core.errors import ParlanceError
 from parlance.core.events import Event, Failed, ModelLoad
 from parlance.core.prompts import PromptInfo
-from parlance.dialects.base import Call, Dialect, Served
+from parlance.dialects.base import Call, CallFacts, Dialect
 from parlance.dialects.embedding_base import EmbedCall
 from parlance.engines.base import Generation
 from parlance.models.lease import ModelLease
-from parlance.models.served import LoadOptions, Progress, ServedModel, ServedModels
+from parlance.models.served import LoadOptions, LoadProgress, ServedModel, ServedModels
 from parlance.server.http.access_log import AccessRecord
 
 Start = Callable[[ServedModel], Awaitable[Generation]]
@@ -53,7 +53,7 @@ async def load_only(models: ServedModels, dialect: Dialect[Any], call: Call,
         async with call_lease(models, call) as lease:
             name, load_seconds = lease.name, lease.load_seconds
     record.model = name
-    served = Served(name, (), load_seconds)
+    served = CallFacts(name, (), load_seconds)
     return JSONResponse(dialect.render(call, served, Accumulator().result))
 
 
@@ -63,7 +63,7 @@ class ReportedLoad(Generic[T]):
     loaded); `fractions` are its reports from the loading thread, in steps of a
     percent (llama.cpp reports every tensor)."""
 
-    def __init__(self, load: Callable[[Progress], Awaitable[T]]) -> None:
+    def __init__(self, load: Callable[[LoadProgress], Awaitable[T]]) -> None:
         loop = asyncio.get_running_loop()
         self._reports: asyncio.Queue[float] = asyncio.Queue()
 

@@ -17,14 +17,10 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 
 from starlette.types import Receive, Scope, Send
 
-from parlance.dialects.base import Frame
-from parlance.server.generation.framing import MEDIA_TYPES, Framing, encode, keepalive
-from parlance.server.generation.keepalive import Keepalive, Progress
-
-BODY_SEND = "parlance.body_send"
-"""Scope key of a `send` below the app's own middlewares (set by the access log, the
-outermost). They look only at a response's start and its last message, so a stream's
-frames in between may take this shorter way: a few calls fewer per token."""
+from parlance.dialects.base import MEDIA_TYPES, Frame, Framing
+from parlance.server.calls.framing import encode, keepalive
+from parlance.server.calls.keepalive import IdleFrame, Keepalive
+from parlance.server.http.access_log import BODY_SEND
 
 
 class EventStreamResponse:
@@ -36,7 +32,7 @@ class EventStreamResponse:
         keepalive_seconds: float,
         on_close: Callable[[], None],
         ping: Frame | None = None,
-        idle: Progress | None = None,
+        idle: IdleFrame | None = None,
     ) -> None:
         """`ping`: the frame sent while idle (the dialect's own); `idle`: the stream's
         own progress frame, where it has one (`keepalive.progress_of`); else a

@@ -8,9 +8,6 @@ from collections.abc import Callable
 
 from parlance.dialects.base import Frame, Framing
 
-MEDIA_TYPES = {"sse": "text/event-stream; charset=utf-8", "ndjson": "application/x-ndjson"}
-
-
 # Built once: json.dumps with options builds a new encoder on every call (per frame).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 

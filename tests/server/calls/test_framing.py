@@ -1,4 +1,4 @@
-"""What an idle stream sends (`server/generation/framing.py::keepalive`): an SSE comment
+"""What an idle stream sends (`server/calls/framing.py::keepalive`): an SSE comment
 stamped with each ping's own time, a dialect's own ping frame as it is, and nothing
 for NDJSON (Ollama), which has no comments."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from parlance.dialects.anthropic.stream import PING
 from parlance.dialects.base import Frame
-from parlance.server.generation import framing
-from parlance.server.generation.framing import encode, keepalive
+from parlance.server.calls import framing
+from parlance.server.calls.framing import encode, keepalive
 
 
 def test_each_sse_comment_ping_is_stamped_with_its_own_time(monkeypatch):

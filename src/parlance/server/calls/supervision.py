@@ -28,13 +28,13 @@ from starlette.types import Receive
 
 from parlance.core.errors import EngineFailure, ParlanceError, RequestTimeout
 from parlance.core.events import Event, Failed, Usage
-from parlance.dialects.base import Call, Served
+from parlance.dialects.base import Call, CallFacts
 from parlance.engines.base import Generation
 from parlance.integrations.toolbox import Toolbox
 from parlance.models.lease import ModelLease
-from parlance.server.generation.conversations import Conversations
-from parlance.server.generation.drain import Drain, Stoppable
-from parlance.server.generation.streaming import until_disconnect
+from parlance.server.calls.conversations import Conversations
+from parlance.server.calls.drain import Drain, Stoppable
+from parlance.server.calls.streaming import until_disconnect
 from parlance.server.http.access_log import AccessRecord
 
 log = logging.getLogger("parlance.server")
@@ -246,7 +246,7 @@ class Started:
     """A call whose generation runs: nothing can refuse it any more."""
 
     call: Call
-    served: Served
+    served: CallFacts
     generation: Generation
     supervisor: Supervisor
     lease: ModelLease  # the model it runs on, released when the call ends

@@ -29,9 +29,9 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.errors import Cancelled, InvalidRequest, Overloaded
 from parlance.dialects.base import DONE, Backgrounds, Call, Frame, Framing
-from parlance.server.generation.framing import dumps
-from parlance.server.generation.streaming import EventStreamResponse
-from parlance.server.generation.supervision import Started, StopSwitch
+from parlance.server.calls.framing import dumps
+from parlance.server.calls.streaming import EventStreamResponse
+from parlance.server.calls.supervision import Started, StopSwitch
 from parlance.store.responses import ResponseStore
 
 log = logging.getLogger("parlance.server")

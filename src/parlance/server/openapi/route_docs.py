@@ -1,12 +1,12 @@
-"""What `/openapi.json` says about each plain route of `routes.py` (generation and
-embeddings routes are described by their dialects). A route missing here is listed in
-the document as undocumented, and `tests/server/test_route_docs.py` fails on it."""
+"""What `/openapi.json` says about each plain route of `routes.py` (a generation or
+embeddings route describes itself from its dialect: `DescribedByDialect`). A route
+missing here is listed in the document as undocumented, and
+`tests/server/openapi/test_route_docs.py` fails on it."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 from starlette.routing import Route
@@ -24,10 +24,8 @@ from parlance.dialects.openai.completions import OpenAICompletions
 from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
-from parlance.server.endpoints import conversations
-from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
-from parlance.server.generation.handler import GenerationHandler
-from parlance.server.generation.parlance_headers import PROGRESS, SPECULATIVE, SWITCH
+from parlance.server.body.conversation_shapes import PATH as CONVERSATIONS
+from parlance.server.body.conversation_shapes import DocumentShape, RenameShape
 from parlance.server.openapi.operation import (
     API_NAMES,
     EMPTY,
@@ -37,8 +35,6 @@ from parlance.server.openapi.operation import (
     Operation,
     Query,
     either,
-    embedding,
-    generating,
     streamed,
 )
 
@@ -54,19 +50,6 @@ _FILES = MappingProxyType({"text/css": {"type": "string"},
 OPENAI, ANTHROPIC = API_NAMES["openai"], API_NAMES["anthropic"]
 OLLAMA, LMSTUDIO = API_NAMES["ollama"], API_NAMES["lmstudio"]
 SERVER = "Server"
-
-_SWITCH = {"type": "string", "enum": list(SWITCH)}
-# The headers every generation route reads (`server/generation/parlance_headers.py`)
-PARLANCE_HEADERS = (
-    Query(SPECULATIVE, _SWITCH, "off: no speculative decoding for this request (it never "
-          "changes what is generated; it gives back the batch rows drafts would take)."),
-    Query(PROGRESS, _SWITCH, "on: prompt processing shown in a stream whose API has no "
-          "event for it. /v1/responses (and its WebSocket mode, in the handshake) then "
-          "also sends `parlance.prompt_progress` events: {type, sequence_number, done, "
-          "total}, prompt tokens evaluated of the total, per chunk, numbered with the "
-          "others (never for a background response). Without it, the API's stream "
-          "exactly."),
-)
 
 PLAIN: dict[tuple[str, str], Operation] = {
     ("GET", "/api/v1/models"): Operation(LMSTUDIO, "The models", _LMSTUDIO),
@@ -128,26 +111,26 @@ PLAIN: dict[tuple[str, str], Operation] = {
         OPENAI, "The models (OpenAI's or Anthropic's list)", _OPENAI + _ANTHROPIC),
     ("GET", "/v1/models/{model_id}"): Operation(
         OPENAI, "A model (OpenAI's or Anthropic's object)", _OPENAI + _ANTHROPIC),
-    ("GET", conversations.PATH): Operation(
+    ("GET", CONVERSATIONS): Operation(
         SERVER, "The web chat's conversations, the most recently updated first", _OPENAI,
         query=(Query("q", {"type": "string"}, "Text to find in a title or a message."),
                Query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
                Query("offset", {"type": "integer", "minimum": 0}))),
-    ("POST", conversations.PATH): Operation(
+    ("POST", CONVERSATIONS): Operation(
         SERVER, "Keep a new conversation, or import exported ones", _OPENAI,
-        body=conversations.DocumentShape, description=(
+        body=DocumentShape, description=(
             "A conversation document as `GET .../{conversation_id}` exports it (its "
             "messages a tree: each names its `parent`, an earlier message), or "
             "`{\"conversations\": [document, ...]}` to import several. Other fields are "
             "kept as given; a document is at most 8 MiB of JSON.")),
-    ("GET", conversations.PATH + "/{conversation_id}"): Operation(
+    ("GET", CONVERSATIONS + "/{conversation_id}"): Operation(
         SERVER, "A conversation, whole (its export)", _OPENAI),
-    ("PUT", conversations.PATH + "/{conversation_id}"): Operation(
+    ("PUT", CONVERSATIONS + "/{conversation_id}"): Operation(
         SERVER, "Replace a conversation (or keep it under this id)", _OPENAI,
-        body=conversations.DocumentShape),
-    ("PATCH", conversations.PATH + "/{conversation_id}"): Operation(
-        SERVER, "Rename a conversation", _OPENAI, body=conversations.RenameShape),
-    ("DELETE", conversations.PATH + "/{conversation_id}"): Operation(
+        body=DocumentShape),
+    ("PATCH", CONVERSATIONS + "/{conversation_id}"): Operation(
+        SERVER, "Rename a conversation", _OPENAI, body=RenameShape),
+    ("DELETE", CONVERSATIONS + "/{conversation_id}"): Operation(
         SERVER, "Delete a conversation", _OPENAI),
     ("GET", "/health"): Operation(SERVER, "Liveness", _OPENAI, public=True),
     ("GET", "/"): Operation(SERVER, "Liveness, as Claude Code and Ollama's apps probe it; "
@@ -189,17 +172,23 @@ EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
     ollama_models.PullRequest: {"model": _MODEL, "stream": False},
     ollama_models.DeleteRequest: {"model": "my-copy"},
     ollama_models.CopyRequest: {"source": _MODEL, "destination": "my-copy"},
-    conversations.DocumentShape: {"title": "Hello", "messages": [
+    DocumentShape: {"title": "Hello", "messages": [
         {"id": "m1", "parent": None, "role": "user", "text": "Hello!"}]},
-    conversations.RenameShape: {"title": "Greetings"},
+    RenameShape: {"title": "Greetings"},
 }
+
+
+@runtime_checkable
+class DescribedByDialect(Protocol):
+    """The owner of a route its dialect describes: `GenerationHandler`,
+    `EmbeddingsEndpoint` (this floor is below both, so it asks them)."""
+
+    def operation(self) -> Operation: ...
 
 
 def describe(route: Route, method: str, path: str) -> Operation | None:
     """`method` on `route` (at `path`, its OpenAPI spelling), or None if undocumented."""
     owner: Any = getattr(route.endpoint, "__self__", None)
-    if isinstance(owner, GenerationHandler):
-        return replace(generating(owner.dialect), headers=PARLANCE_HEADERS)
-    if isinstance(owner, EmbeddingsEndpoint):
-        return embedding(owner.dialect)
+    if isinstance(owner, DescribedByDialect):
+        return owner.operation()
     return PLAIN.get((method, path))

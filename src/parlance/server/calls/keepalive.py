@@ -13,10 +13,11 @@ from collections.abc import Awaitable, Callable
 
 from parlance.dialects.base import Encoder, Frame, ShowsProgress
 
-Progress = Callable[[], Frame | None]  # the stream's progress frame now (None: none now)
+# What an idle stream may send now: its progress frame (None: none now)
+IdleFrame = Callable[[], Frame | None]
 
 
-def progress_of(encoder: Encoder) -> Progress | None:
+def progress_of(encoder: Encoder) -> IdleFrame | None:
     """The encoder's progress frames, where its stream has them."""
     return encoder.idle if isinstance(encoder, ShowsProgress) else None
 

@@ -1,4 +1,4 @@
-"""One supervisor per call (`server/generation/supervision.py`): embeddings and token
+"""One supervisor per call (`server/calls/supervision.py`): embeddings and token
 counts are stopped like generations (the drain's end, the request deadline) and
 answer the reason in their API's envelope; a client that leaves abandons the work;
 a stop before the work began stops it at once, one after its end changes nothing."""
@@ -13,8 +13,8 @@ from starlette.requests import ClientDisconnect
 
 from parlance.core.errors import Cancelled, RequestTimeout, ServerShuttingDown
 from parlance.engines.fake import FakeEngine
-from parlance.server.generation.drain import Drain
-from parlance.server.generation.supervision import StopSwitch, Supervisor
+from parlance.server.calls.drain import Drain
+from parlance.server.calls.supervision import StopSwitch, Supervisor
 from parlance.server.http.access_log import AccessRecord
 from tests.support.asgi_exchange import exchange, until
 from tests.support.envelopes import checked_error

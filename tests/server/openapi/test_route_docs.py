@@ -8,7 +8,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from parlance.engines.fake import FakeEngine
 from parlance.server.openapi.document import UNDOCUMENTED, openapi_path
-from parlance.server.route_docs import PLAIN
+from parlance.server.openapi.route_docs import PLAIN
 from tests.support.fake_app import make_app
 
 
@@ -33,7 +33,7 @@ async def test_every_route_is_in_the_document_and_described():
     assert listed == served(app)
     undescribed = sorted(f"{method.upper()} {path}" for path, ops in paths.items()
                          for method, op in ops.items() if op.get(UNDOCUMENTED))
-    assert not undescribed, f"describe these in server/route_docs.py: {undescribed}"
+    assert not undescribed, f"describe these in server/openapi/route_docs.py: {undescribed}"
 
 
 def test_the_table_describes_only_routes_that_exist():
