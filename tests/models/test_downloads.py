@@ -110,6 +110,9 @@ def test_destination_of_hugging_face_and_other_hosts(tmp_path: Path) -> None:
     ("https://example.org/", "direct link to a .gguf file"),
     ("https://huggingface.co/owner/repo/blob/main/model.gguf", "resolve"),
     ("https://example.org/a/..%2F..%2Fx.gguf", "unsafe"),
+    ("https://example.org/" + "m" * 295 + ".gguf", "too long"),  # `.part` too: 305 bytes
+    ("https://example.org/" + "é" * 126 + ".gguf", "too long"),  # 252 bytes, 257 as .part
+    ("https://" + "h" * 250 + ".org/m.gguf", "too long"),
 ])
 async def test_bad_urls_are_refused(manager: DownloadManager, url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):

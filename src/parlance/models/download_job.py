@@ -37,6 +37,7 @@ log = logging.getLogger("parlance.models")
 
 GGUF_MAGIC = b"GGUF"
 RATE_WINDOW = 5.0  # seconds of recent transfer behind bytes_per_second: a stall shows soon
+PART = ".part"  # the suffix of a file being downloaded
 DISK_CHECK_EVERY = 64 * 2**20  # bytes written between checks of the free disk
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
@@ -113,7 +114,7 @@ class DownloadJob:
         self.id = f"job_{secrets.token_hex(5)}"
         self.url = url
         self.dest = dest
-        self.part = dest.with_name(dest.name + ".part")
+        self.part = dest.with_name(dest.name + PART)
         self.state = "downloading"
         self.total: int | None = None
         self.downloaded = 0

@@ -436,7 +436,8 @@ async def test_pull_refusals_come_before_any_line(tmp_path, client, origin):
     cases = [("llama3.2", "names from Ollama's registry"),  # only Ollama's registry has it
              ("hf.co/bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M", "Hugging Face names"),
              ("https://example.com/model.bin", "direct link to a .gguf"),
-             (f"{base}/missing.gguf", "HTTP 404")]
+             (f"{base}/missing.gguf", "HTTP 404"),
+             (f"{base}/{'m' * 295}.gguf", "too long")]  # issue 39: was a 500
     for name, words in cases:
         for stream in (True, False):
             with pytest.raises(ollama.ResponseError) as caught:
