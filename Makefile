@@ -32,7 +32,7 @@ test-model: $(STAMP)
 # Lint, types and the layer contracts (pyproject.toml configures all three), and the
 # docs site built strictly (mkdocs.yml: a broken link or anchor fails).
 check: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check src tests bench examples docs
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site-check
