@@ -10,11 +10,11 @@ import pytest
 
 from parlance.core.embeddings import EmbeddingInput, Embeddings, Normalize, shortened, unit
 from parlance.core.errors import ContextOverflow, InvalidRequest
-from parlance.dialects.embedding_base import EmbedServed
+from parlance.dialects.embedding_base import EmbedCallFacts
 from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
 from parlance.dialects.openai.embeddings import OpenAIEmbeddings, vector_base64
 
-SERVED = EmbedServed("m", 0.25, 1.5)
+SERVED = EmbedCallFacts("m", 0.25, 1.5)
 RESULT = Embeddings(([0.6, 0.8, 0.0], [0.0, 0.0, 1.0]), 7)
 
 
@@ -67,7 +67,7 @@ def test_ollama_embed_body_and_answer():
     assert (body["total_duration"], body["load_duration"], body["prompt_eval_count"]) == (
         1_500_000_000, 250_000_000, 7)
     whole = dialect.render(dialect.parse({"model": "m", "input": "a"}),
-                           EmbedServed("m", 0.0, 0.5), Embeddings(([1.0],), 0))
+                           EmbedCallFacts("m", 0.0, 0.5), Embeddings(([1.0],), 0))
     assert set(whole) == {"model", "embeddings", "total_duration"}  # zeros omitted
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
-from parlance.dialects.base import Served, Stateful, StatefulEncoder, outcome
+from parlance.dialects.base import CallFacts, Stateful, StatefulEncoder, outcome
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.openai.chat import OpenAIChat
 from parlance.dialects.openai.responses import OpenAIResponses
 
-SERVED = Served("m", ())
+SERVED = CallFacts("m", ())
 
 
 @pytest.mark.parametrize("dialect", [OpenAIResponses(), LMStudioChat()],

@@ -45,6 +45,7 @@ def rendered_tokens(engine: LlamaCppEngine, requests: list[dict[str, Any]]) -> l
                    else OpenAIResponses())
         generation = dialect.parse(replayed(request, 16)).request
         prompt = generation.prompts[0]
-        out.append(engine._tokens(prompt, engine._chat_text(prompt, generation), generation,
-                                  bounded=False))
+        preparation = engine.preparation
+        out.append(preparation.tokens(prompt, preparation.chat_text(prompt, generation),
+                                      generation, bounded=False))
     return out

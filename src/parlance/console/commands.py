@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from parlance.console.client import Server, ServerError, error_message
-from parlance.console.load_progress import LoadProgress
+from parlance.console.load_progress import LoadProgressView
 from parlance.console.wire import an_object_field, field, objects, text
 
 
@@ -78,7 +78,7 @@ def load(server: Server, model: str, context_length: int | None, err: Console) -
         body["context_length"] = context_length
     answer: dict[str, Any] = {}
     with (server.events("/api/v1/models/load", body) as events,
-          LoadProgress(err).load(model) as report):
+          LoadProgressView(err).load(model) as report):
         for event in events:
             if (failed := error_message(event)) is not None:
                 raise ServerError(failed)

@@ -40,7 +40,7 @@ def add_server_flags(parser: argparse.ArgumentParser, *, default_url: bool = Tru
                         help=f"the key that server requires, if any [env {KEY_ENV}]")
 
 
-def add_commands(commands_: argparse._SubParsersAction) -> None:
+def add_commands(commands_: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chat = commands_.add_parser(
         "chat", help="chat with a model in the terminal",
         description="Chat with a model of a running server (--url), or of a server this "

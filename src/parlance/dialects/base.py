@@ -16,6 +16,9 @@ from parlance.core.stored import StoredResponse
 
 DONE = "[DONE]"
 Framing = Literal["sse", "ndjson"]  # how the transport writes frames
+# The content type a stream of each framing is sent as (and documented as)
+MEDIA_TYPES: dict[Framing, str] = {"sse": "text/event-stream; charset=utf-8",
+                                   "ndjson": "application/x-ndjson"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +62,14 @@ class Call:
     load_only: bool = field(default=False, kw_only=True)
     # The client asked to be shown prompt processing where its API has no event for it
     # (the X-Parlance-Progress header): an encoder may then send a frame of its own
-    # naming for `Progress`; without it, the API's own stream and nothing else
+    # naming for `PromptProgress`; without it, the API's own stream and nothing else
     progress: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
-class Served:
-    """What the handler learned while starting the generation."""
+class CallFacts:
+    """What the handler tells the dialect of one call, learned while starting its
+    generation: the model id to echo, its prompts, how long its model took."""
 
     model: str  # the id the client asked for (aliases are echoed as sent)
     prompts: tuple[PromptInfo, ...]
@@ -120,9 +124,9 @@ class Dialect(Protocol[C]):
 
     def parse(self, body: Any) -> C: ...
 
-    def encoder(self, call: C, served: Served) -> Encoder: ...
+    def encoder(self, call: C, served: CallFacts) -> Encoder: ...
 
-    def render(self, call: C, served: Served, completion: Completion) -> dict[str, Any]: ...
+    def render(self, call: C, served: CallFacts, completion: Completion) -> dict[str, Any]: ...
 
     def render_error(self, error: ParlanceError) -> ErrorResponse: ...
 
@@ -135,7 +139,7 @@ class Stateful(Protocol[C]):
 
     stored_kind: str
 
-    def encoder(self, call: C, served: Served) -> StatefulEncoder: ...
+    def encoder(self, call: C, served: CallFacts) -> StatefulEncoder: ...
 
     def previous_id(self, call: C) -> str | None: ...
 

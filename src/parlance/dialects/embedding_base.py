@@ -26,8 +26,9 @@ class EmbedCall:
 
 
 @dataclass(frozen=True, slots=True)
-class EmbedServed:
-    """What the endpoint measured while answering."""
+class EmbedCallFacts:
+    """What the endpoint tells the dialect of one embeddings call, measured while
+    answering it."""
 
     model: str  # the id the client asked for (aliases are echoed as sent)
     load_seconds: float | None  # this call waited that long for a load (None: loaded)
@@ -44,6 +45,6 @@ class EmbeddingDialect(Protocol[E]):
 
     def parse(self, body: Any) -> E: ...
 
-    def render(self, call: E, served: EmbedServed, result: Embeddings) -> dict[str, Any]: ...
+    def render(self, call: E, served: EmbedCallFacts, result: Embeddings) -> dict[str, Any]: ...
 
     def render_error(self, error: ParlanceError) -> ErrorResponse: ...

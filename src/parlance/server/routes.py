@@ -24,7 +24,10 @@ from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
+from parlance.server.body.conversation_shapes import PATH as CONVERSATIONS
+from parlance.server.calls.background import BackgroundRuns
 from parlance.server.endpoints.api_docs import ApiDocs
+from parlance.server.endpoints.conversations import ConversationEndpoints
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.endpoints.info import InfoEndpoints
 from parlance.server.endpoints.lmstudio_models import LMStudioModels
@@ -33,12 +36,12 @@ from parlance.server.endpoints.metrics import MetricsEndpoint
 from parlance.server.endpoints.ollama_models import OllamaModels
 from parlance.server.endpoints.stored_responses import StoredResponses
 from parlance.server.endpoints.web import ASSETS, WebPage
-from parlance.server.generation.background import BackgroundRuns
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.generation.socket_mode import SocketEndpoint
 from parlance.server.http.refusal import Render
 from parlance.server.sealing import server_sealer
 from parlance.server.settings import ServerSettings
+from parlance.store.conversations import ConversationStore
 from parlance.store.responses import ResponseStore
 
 
@@ -88,7 +91,8 @@ def _under(path: str, paths: tuple[str, ...]) -> bool:
 
 
 def build_routes(models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore, downloads: DownloadManager | None) -> list[BaseRoute]:
+                 store: ResponseStore, downloads: DownloadManager | None,
+                 conversation_store: ConversationStore | None = None) -> list[BaseRoute]:
     info = InfoEndpoints(models, settings)
     web = WebPage(info)
     sealer = server_sealer(settings.data_dir)
@@ -100,6 +104,7 @@ def build_routes(models: ServedModels, settings: ServerSettings,
     ollama_models = OllamaModels(models, settings, downloads)
     messages = AnthropicMessages()
     message_tokens = MessageTokens(models, settings, messages)
+    chats = ConversationEndpoints(settings, conversation_store or ConversationStore())
     routes: list[BaseRoute] = [
         Route("/api/v1/models", lmstudio.list, methods=["GET"]),
         Route("/api/v1/models/load", lmstudio.load, methods=["POST"]),
@@ -121,6 +126,12 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/responses/{response_id}/cancel", stored.cancel, methods=["POST"]),
         Route("/v1/messages/count_tokens", message_tokens.count, methods=["POST"]),
         Route("/messages/count_tokens", message_tokens.count, methods=["POST"]),
+        Route(CONVERSATIONS, chats.list, methods=["GET"]),
+        Route(CONVERSATIONS, chats.create, methods=["POST"]),
+        Route(CONVERSATIONS + "/{conversation_id}", chats.retrieve, methods=["GET"]),
+        Route(CONVERSATIONS + "/{conversation_id}", chats.replace, methods=["PUT"]),
+        Route(CONVERSATIONS + "/{conversation_id}", chats.rename, methods=["PATCH"]),
+        Route(CONVERSATIONS + "/{conversation_id}", chats.delete, methods=["DELETE"]),
         Route("/health", info.health, methods=["GET"]),
         Route("/", web.root, methods=["GET", "HEAD"]),  # the chat page for browsers
         Route(ASSETS + "/{name:path}", web.asset, methods=["GET"]),

@@ -23,7 +23,7 @@ from parlance.core.events import (
     ToolCallStart,
     Usage,
 )
-from parlance.dialects.base import Served
+from parlance.dialects.base import CallFacts
 from parlance.dialects.ollama import OllamaChat, OllamaGenerate
 from parlance.engines.base import PromptInfo
 from tests.support.encoding import body, encoded
@@ -33,7 +33,7 @@ from tests.support.transcripts import assert_transcript
 HELLO = {"model": "fake-model", "messages": [{"role": "user", "content": "Hello!"}]}
 ASK = {"model": "fake-model", "system": "Be brief.", "prompt": "Why is the sky blue?"}
 # the transcripts were recorded with the model ready after 2 ms (`load_duration`)
-SERVED = Served("fake-model", prompts=(PromptInfo("Why is the sky blue?", 7, tuple(range(7))),),
+SERVED = CallFacts("fake-model", prompts=(PromptInfo("Why is the sky blue?", 7, tuple(range(7))),),
                 ready_seconds=0.002)
 HI_THERE = [TextDelta("Hi"), TextDelta(" there"), Finish(FinishReason.STOP),
             Usage(6, 2, 0.01, 0.02)]

@@ -24,7 +24,7 @@ from parlance.core.events import (
     TopLogprob,
     Usage,
 )
-from parlance.dialects.base import DONE, Served
+from parlance.dialects.base import DONE, CallFacts
 from parlance.dialects.openai.chat import OpenAIChat
 from parlance.dialects.openai.completions import OpenAICompletions
 from parlance.engines.base import PromptInfo
@@ -33,7 +33,7 @@ from tests.support.transcripts import assert_transcript
 
 HELLO = {"model": "fake-model", "messages": [{"role": "user", "content": "Hello!"}],
          "stream": True}
-SERVED = Served("fake-model", prompts=())
+SERVED = CallFacts("fake-model", prompts=())
 
 
 def chat(events, failure=None, **fields: Any) -> list[Any]:
@@ -165,7 +165,7 @@ PROMPT = "Once upon a time"
 def completions(events, failure=None, **fields: Any) -> list[Any]:
     dialect = OpenAICompletions()
     call = dialect.parse({"model": "fake-model", "prompt": PROMPT, "stream": True, **fields})
-    served = Served("fake-model", prompts=(PromptInfo(PROMPT, 4),))
+    served = CallFacts("fake-model", prompts=(PromptInfo(PROMPT, 4),))
     return payloads(encoded(dialect.encoder(call, served), events, failure))
 
 
@@ -173,7 +173,7 @@ def test_completions_with_usage_is_the_golden_transcript(fixed_ids):
     dialect = OpenAICompletions()
     call = dialect.parse({"prompt": PROMPT, "max_tokens": 2, "stream": True,
                           "stream_options": {"include_usage": True}})
-    served = Served("fake-model", prompts=(PromptInfo(PROMPT, 4),))
+    served = CallFacts("fake-model", prompts=(PromptInfo(PROMPT, 4),))
     frames = encoded(dialect.encoder(call, served), [
         TextDelta(" Once"), TextDelta(" upon"), Finish(FinishReason.LENGTH), Usage(4, 2)])
     assert_transcript("completions_stream_usage.sse", body(frames, dialect.framing))

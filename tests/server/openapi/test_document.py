@@ -15,7 +15,7 @@ from parlance.dialects.base import Dialect
 from parlance.engines.fake import FakeEngine
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.openapi.document import openapi_path
-from parlance.server.route_docs import EXAMPLES, describe
+from parlance.server.openapi.route_docs import EXAMPLES, describe
 from parlance.server.routes import error_renderer
 from tests.support.error_kinds import ALL_KINDS, instance
 from tests.support.fake_app import make_app

@@ -15,7 +15,7 @@ from parlance.core.errors import ParlanceError
 from parlance.dialects.anthropic import errors, result
 from parlance.dialects.anthropic.request import MessagesRequest, generation_request
 from parlance.dialects.anthropic.stream import PING, MessageEncoder
-from parlance.dialects.base import Call, ErrorResponse, Framing, Served
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing
 from parlance.dialects.shared.wire import parse_body
 
 PATHS = ("/v1/messages", "/messages")  # Anthropic's API: these paths and what lies under them
@@ -42,11 +42,11 @@ class AnthropicMessages:
         req = parse_body(self.body_model, body)
         return Call(generation_request(req, counting=True), False)
 
-    def encoder(self, call: MessagesCall, served: Served) -> MessageEncoder:
+    def encoder(self, call: MessagesCall, served: CallFacts) -> MessageEncoder:
         prompt_tokens = served.prompts[0].n_tokens if served.prompts else 0
         return MessageEncoder(call.id, served.model, prompt_tokens)
 
-    def render(self, call: MessagesCall, served: Served,
+    def render(self, call: MessagesCall, served: CallFacts,
                completion: Completion) -> dict[str, Any]:
         return result.message(call.id, served.model, completion)
 

@@ -16,7 +16,7 @@ from parlance.core.accumulate import Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.messages import Message
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import Call, ErrorResponse, Framing, Served
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing
 from parlance.dialects.lmstudio import errors
 from parlance.dialects.lmstudio.request import (
     ChatRequest,
@@ -88,12 +88,12 @@ class LMStudioChat:
 
     # -- the rest of the dialect ------------------------------------------------
 
-    def encoder(self, call: ChatCall, served: Served) -> ChatEventEncoder:
+    def encoder(self, call: ChatCall, served: CallFacts) -> ChatEventEncoder:
         return ChatEventEncoder(served.model,
                                 lambda completion: self.render(call, served, completion),
                                 errors.error_object)
 
-    def render(self, call: ChatCall, served: Served, completion: Completion) -> dict[str, Any]:
+    def render(self, call: ChatCall, served: CallFacts, completion: Completion) -> dict[str, Any]:
         return result_body(served.model, completion, call.response_id)
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:

@@ -29,7 +29,7 @@ from parlance.core.embeddings import (
 )
 from parlance.core.errors import ContextOverflow, ParlanceError
 from parlance.dialects.base import ErrorResponse
-from parlance.dialects.embedding_base import EmbedCall, EmbedServed
+from parlance.dialects.embedding_base import EmbedCall, EmbedCallFacts
 from parlance.dialects.ollama import errors
 from parlance.dialects.ollama.request import Options, keep_alive_seconds
 from parlance.dialects.shared.wire import WireModel, parse_body
@@ -101,7 +101,7 @@ class OllamaEmbed(_Errors):
                                keep_alive=keep_alive_seconds(req.keep_alive),
                                dimensions=dimensions)
 
-    def render(self, call: OllamaEmbedCall, served: EmbedServed,
+    def render(self, call: OllamaEmbedCall, served: EmbedCallFacts,
                result: Embeddings) -> dict[str, Any]:
         size = call.dimensions
         vectors = [shortened(v, size) if size is not None and size < len(v) else v
@@ -133,6 +133,6 @@ class OllamaEmbeddings(_Errors):
         return EmbedCall(request, context_length=_load_options(req.options),
                          keep_alive=keep_alive_seconds(req.keep_alive))
 
-    def render(self, call: EmbedCall, served: EmbedServed,
+    def render(self, call: EmbedCall, served: EmbedCallFacts,
                result: Embeddings) -> dict[str, Any]:
         return {"embedding": result.vectors[0] if result.vectors else []}

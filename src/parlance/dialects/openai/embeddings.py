@@ -24,7 +24,7 @@ from pydantic import Field
 from parlance.core.embeddings import EmbeddingInput, EmbeddingRequest, Embeddings, Normalize
 from parlance.core.errors import ContextOverflow, InvalidRequest, ParlanceError
 from parlance.dialects.base import ErrorResponse
-from parlance.dialects.embedding_base import EmbedCall, EmbedServed
+from parlance.dialects.embedding_base import EmbedCall, EmbedCallFacts
 from parlance.dialects.openai import errors
 from parlance.dialects.shared.wire import WireModel, parse_body
 
@@ -82,7 +82,7 @@ class OpenAIEmbeddings:
                                    normalize=Normalize.UNIT, dimensions=req.dimensions)
         return OpenAIEmbedCall(request, base64=req.encoding_format == "base64")
 
-    def render(self, call: OpenAIEmbedCall, served: EmbedServed,
+    def render(self, call: OpenAIEmbedCall, served: EmbedCallFacts,
                result: Embeddings) -> dict[str, Any]:
         return {
             "object": "list",

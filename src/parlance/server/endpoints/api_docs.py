@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from parlance.server.endpoints.packaged_files import PackagedFiles
 from parlance.server.http.refusal import Render
 from parlance.server.openapi.document import openapi_document
-from parlance.server.route_docs import EXAMPLES, describe
+from parlance.server.openapi.route_docs import EXAMPLES, describe
 from parlance.server.settings import ServerSettings
 
 # The page loads only the server's own files (no inline script, nothing from elsewhere)

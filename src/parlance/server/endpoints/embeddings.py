@@ -20,14 +20,15 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.embeddings import Embeddings
 from parlance.core.errors import ParlanceError
-from parlance.dialects.embedding_base import EmbeddingDialect, EmbedServed
+from parlance.dialects.embedding_base import EmbedCallFacts, EmbeddingDialect
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
-from parlance.server.generation.loading import call_lease
-from parlance.server.generation.supervision import Supervisor
+from parlance.server.calls.lease import call_lease
+from parlance.server.calls.supervision import Supervisor
 from parlance.server.http.access_log import access_record
 from parlance.server.http.auth import authorize
 from parlance.server.http.refusal import error_response
+from parlance.server.openapi.operation import Operation, embedding
 from parlance.server.settings import ServerSettings
 
 NO_INPUTS = Embeddings((), 0)
@@ -39,6 +40,10 @@ class EmbeddingsEndpoint:
         self.dialect = dialect
         self.models = models
         self.settings = settings
+
+    def operation(self) -> Operation:
+        """What `/openapi.json` says of this route: its dialect's."""
+        return embedding(self.dialect)
 
     async def handle(self, request: Request) -> Response:
         arrived = time.perf_counter()
@@ -56,5 +61,5 @@ class EmbeddingsEndpoint:
                     record.prompt_tokens = result.prompt_tokens
         except ParlanceError as exc:
             return error_response(self.dialect.render_error, exc)
-        served = EmbedServed(lease.name, lease.load_seconds, time.perf_counter() - arrived)
+        served = EmbedCallFacts(lease.name, lease.load_seconds, time.perf_counter() - arrived)
         return JSONResponse(self.dialect.render(call, served, result))

@@ -11,8 +11,8 @@ from starlette.requests import Request
 from parlance.dialects.anthropic import AnthropicMessages, render_error
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
+from parlance.server.calls.prompt_tokens import prompt_tokens
 from parlance.server.endpoints.answering import answering
-from parlance.server.generation.counting import prompt_tokens
 from parlance.server.settings import ServerSettings
 
 

@@ -16,11 +16,11 @@ from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.result import replay
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
+from parlance.server.calls.background import BackgroundRuns, check_cursor
+from parlance.server.calls.conversations import Conversations
+from parlance.server.calls.prompt_tokens import prompt_tokens
+from parlance.server.calls.streaming import EventStreamResponse
 from parlance.server.endpoints.answering import answering
-from parlance.server.generation.background import BackgroundRuns, check_cursor
-from parlance.server.generation.conversations import Conversations
-from parlance.server.generation.counting import prompt_tokens
-from parlance.server.generation.streaming import EventStreamResponse
 from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore
 

@@ -12,9 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from parlance.dialects.base import Dialect, Framing
+from parlance.dialects.base import MEDIA_TYPES, Dialect, Framing
 from parlance.dialects.embedding_base import EmbeddingDialect
-from parlance.server.generation.framing import MEDIA_TYPES
 from parlance.server.http.refusal import Render
 
 Content = Mapping[str, dict[str, Any]]  # media type -> schema of a 200's body

@@ -15,7 +15,7 @@ from typing import Any
 from parlance.core.accumulate import Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import ErrorResponse, Frame, Framing, Served
+from parlance.dialects.base import CallFacts, ErrorResponse, Frame, Framing
 from parlance.dialects.openai.common import new_id, now
 from parlance.dialects.openai.errors import in_responses_terms, render_error
 from parlance.dialects.openai.responses import socket
@@ -137,10 +137,10 @@ class OpenAIResponses:
 
     # -- the rest of the dialect ------------------------------------------------
 
-    def encoder(self, call: ResponsesCall, served: Served) -> ResponsesEncoder:
+    def encoder(self, call: ResponsesCall, served: CallFacts) -> ResponsesEncoder:
         return ResponsesEncoder(call, served, self.sealer)
 
-    def render(self, call: ResponsesCall, served: Served,
+    def render(self, call: ResponsesCall, served: CallFacts,
                completion: Completion) -> dict[str, Any]:
         return finished_response(call, served.model, completion, self.sealer)
 

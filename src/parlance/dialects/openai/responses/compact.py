@@ -23,7 +23,7 @@ from parlance.core.events import Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import Call, Encoder, ErrorResponse, Framing, Served
+from parlance.dialects.base import Call, CallFacts, Encoder, ErrorResponse, Framing
 from parlance.dialects.openai.common import new_id, now
 from parlance.dialects.openai.errors import render_error
 from parlance.dialects.openai.responses.request import (
@@ -131,10 +131,10 @@ class ResponsesCompaction:
 
     # -- the rest of the dialect ------------------------------------------------
 
-    def encoder(self, call: CompactCall, served: Served) -> Encoder:
+    def encoder(self, call: CompactCall, served: CallFacts) -> Encoder:
         raise AssertionError("compaction is never streamed: parse() sets stream=False")
 
-    def render(self, call: CompactCall, served: Served,
+    def render(self, call: CompactCall, served: CallFacts,
                completion: Completion) -> dict[str, Any]:
         choice = completion.choice(0)
         summary = choice.text.strip() or choice.reasoning.strip()
