@@ -9,7 +9,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 
 from parlance.console import commands
@@ -23,6 +22,7 @@ from parlance.console.client import (
     api_key,
     server_url,
 )
+from parlance.console.terminal import TerminalConsole
 
 # Commands that talk to a running server (`chat` starts one in process without --url).
 CLIENT_COMMANDS = ("chat", "ps", "load", "unload", "pull")
@@ -40,7 +40,7 @@ def add_server_flags(parser: argparse.ArgumentParser, *, default_url: bool = Tru
                         help=f"the key that server requires, if any [env {KEY_ENV}]")
 
 
-def add_commands(commands_: argparse._SubParsersAction) -> None:
+def add_commands(commands_: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chat = commands_.add_parser(
         "chat", help="chat with a model in the terminal",
         description="Chat with a model of a running server (--url), or of a server this "
@@ -77,7 +77,8 @@ def wants_server(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace, local: LocalServer, history: Path | None) -> int:
-    out, err = Console(highlight=False), Console(stderr=True, highlight=False)
+    out = TerminalConsole(highlight=False)
+    err = TerminalConsole(stderr=True, highlight=False)
     try:
         if args.command == "chat" and not (args.url or os.environ.get(URL_ENV)):
             with local() as url:
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace, local: LocalServer, history: Path | None) -> i
         return 130
 
 
-def _chat(args: argparse.Namespace, url: str, out: Console, history: Path | None) -> int:
+def _chat(args: argparse.Namespace, url: str, out: TerminalConsole, history: Path | None) -> int:
     with Server(url, api_key(args.client_key)) as server:
         server.get("/v1/models")  # no server, a wrong key: said before the first prompt
         with line_history(history):

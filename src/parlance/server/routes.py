@@ -12,8 +12,10 @@ from parlance.dialects.api import Routes, Services
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
+from parlance.server.body.conversation_shapes import PATH as CONVERSATIONS
 from parlance.server.calls.background import BackgroundRuns
 from parlance.server.endpoints.api_docs import ApiDocs
+from parlance.server.endpoints.conversations import ConversationEndpoints
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.endpoints.info import InfoEndpoints
 from parlance.server.endpoints.lmstudio_models import LMStudioModels
@@ -28,6 +30,7 @@ from parlance.server.generation.socket_mode import SocketEndpoint
 from parlance.server.http.refusal import Render
 from parlance.server.sealing import server_sealer
 from parlance.server.settings import ServerSettings
+from parlance.store.conversations import ConversationStore
 from parlance.store.responses import ResponseStore
 
 
@@ -45,7 +48,8 @@ def error_renderer(path: str) -> Render:
 
 
 def build_routes(models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore, downloads: DownloadManager | None) -> list[BaseRoute]:
+                 store: ResponseStore, downloads: DownloadManager | None,
+                 conversation_store: ConversationStore | None = None) -> list[BaseRoute]:
     """Every API's routes (`dialects.apis.APIS`), then the endpoints that are one API's
     own: Responses' stored responses, LM Studio's and Ollama's model management, and
     the server's own."""
@@ -63,6 +67,7 @@ def build_routes(models: ServedModels, settings: ServerSettings,
     stored = StoredResponses(models, settings, store, responses, runs)
     lmstudio = LMStudioModels(models, settings, downloads)
     ollama_models = OllamaModels(models, settings, downloads)
+    chats = ConversationEndpoints(settings, conversation_store or ConversationStore())
     routes: list[BaseRoute] = [
         Route("/api/v1/models", lmstudio.list, methods=["GET"]),
         Route("/api/v1/models/load", lmstudio.load, methods=["POST"]),
@@ -82,6 +87,12 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/responses/{response_id}", stored.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", stored.input_items, methods=["GET"]),
         Route("/v1/responses/{response_id}/cancel", stored.cancel, methods=["POST"]),
+        Route(CONVERSATIONS, chats.list, methods=["GET"]),
+        Route(CONVERSATIONS, chats.create, methods=["POST"]),
+        Route(CONVERSATIONS + "/{conversation_id}", chats.retrieve, methods=["GET"]),
+        Route(CONVERSATIONS + "/{conversation_id}", chats.replace, methods=["PUT"]),
+        Route(CONVERSATIONS + "/{conversation_id}", chats.rename, methods=["PATCH"]),
+        Route(CONVERSATIONS + "/{conversation_id}", chats.delete, methods=["DELETE"]),
         Route("/health", info.health, methods=["GET"]),
         Route("/", web.root, methods=["GET", "HEAD"]),  # the chat page for browsers
         Route(ASSETS + "/{name:path}", web.asset, methods=["GET"]),

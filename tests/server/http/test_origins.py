@@ -16,7 +16,7 @@ from starlette.testclient import TestClient, WebSocketDenialResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from parlance.cli import server_settings
+from parlance.cli.wiring import server_settings
 from parlance.config import resolve_config
 from parlance.engines.fake import FakeEngine
 from parlance.models.served import ServedModel, ServedModels

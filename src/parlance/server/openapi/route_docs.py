@@ -21,6 +21,8 @@ from parlance.dialects.ollama.api import API as OLLAMA_API
 from parlance.dialects.openai import errors as openai_errors
 from parlance.dialects.openai.api import API as OPENAI_API
 from parlance.dialects.openai.responses import OpenAIResponses
+from parlance.server.body.conversation_shapes import PATH as CONVERSATIONS
+from parlance.server.body.conversation_shapes import DocumentShape, RenameShape
 from parlance.server.openapi.operation import (
     EMPTY,
     HTML,
@@ -105,6 +107,27 @@ PLAIN: dict[tuple[str, str], Operation] = {
     ("GET", "/v1/models/{model_id}"): Operation(
         OPENAI, "A model (OpenAI's, Anthropic's or Gemini's object)",
         _OPENAI + _ANTHROPIC + _GEMINI),
+    ("GET", CONVERSATIONS): Operation(
+        SERVER, "The web chat's conversations, the most recently updated first", _OPENAI,
+        query=(Query("q", {"type": "string"}, "Text to find in a title or a message."),
+               Query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+               Query("offset", {"type": "integer", "minimum": 0}))),
+    ("POST", CONVERSATIONS): Operation(
+        SERVER, "Keep a new conversation, or import exported ones", _OPENAI,
+        body=DocumentShape, description=(
+            "A conversation document as `GET .../{conversation_id}` exports it (its "
+            "messages a tree: each names its `parent`, an earlier message), or "
+            "`{\"conversations\": [document, ...]}` to import several. Other fields are "
+            "kept as given; a document is at most 8 MiB of JSON.")),
+    ("GET", CONVERSATIONS + "/{conversation_id}"): Operation(
+        SERVER, "A conversation, whole (its export)", _OPENAI),
+    ("PUT", CONVERSATIONS + "/{conversation_id}"): Operation(
+        SERVER, "Replace a conversation (or keep it under this id)", _OPENAI,
+        body=DocumentShape),
+    ("PATCH", CONVERSATIONS + "/{conversation_id}"): Operation(
+        SERVER, "Rename a conversation", _OPENAI, body=RenameShape),
+    ("DELETE", CONVERSATIONS + "/{conversation_id}"): Operation(
+        SERVER, "Delete a conversation", _OPENAI),
     ("GET", "/health"): Operation(SERVER, "Liveness", _OPENAI, public=True),
     ("GET", "/"): Operation(SERVER, "Liveness, as Claude Code and Ollama's apps probe it; "
                             "the web chat page for a browser (Accept: text/html)",
@@ -133,6 +156,9 @@ MANAGEMENT_EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
     ollama_models.PullRequest: {"model": _MODEL, "stream": False},
     ollama_models.DeleteRequest: {"model": "my-copy"},
     ollama_models.CopyRequest: {"source": _MODEL, "destination": "my-copy"},
+    DocumentShape: {"title": "Hello", "messages": [
+        {"id": "m1", "parent": None, "role": "user", "text": "Hello!"}]},
+    RenameShape: {"title": "Greetings"},
 }
 
 

@@ -291,3 +291,16 @@ async def test_logprobs_with_include(client, fake_engine):
     assert fake_engine.requests[-1].logprobs == 1
     final = frames[-2][1]["response"]
     assert final["output"][0]["content"][0]["logprobs"] == delta["logprobs"]
+
+
+async def test_auto_tool_choice_with_no_tools_is_no_tool(client, fake_engine):
+    """Codex's compaction turn: `tools: []` with `tool_choice: "auto"` (issue 39)."""
+    for stream in (False, True):
+        fake_engine.enqueue(TextDelta("Summary."), Finish(FinishReason.STOP), Usage(5, 1))
+        response = await client.post(RESPONSES, json={**HELLO, "tools": [],
+                                                      "tool_choice": "auto", "stream": stream})
+        assert response.status_code == 200, response.text
+        assert fake_engine.requests[-1].tool_choice.mode == "none"
+    required = await client.post(RESPONSES, json={**HELLO, "tools": [],
+                                                  "tool_choice": "required"})
+    assert required.status_code == 400 and required.json()["error"]["param"] == "tool_choice"

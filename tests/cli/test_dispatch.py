@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from parlance.cli import _parser, main
+import pytest
+
+import parlance.cli.wiring
+from parlance.cli.dispatch import build_parser, main
 from parlance.config import SERVE_DEFAULTS, ServeConfig
 
 
@@ -26,11 +29,10 @@ def test_serve_with_absurd_load_settings_fails_fast_naming_the_flag(tmp_path, mo
                                                                     capsys):
     """Refused by the load plan before llama.cpp allocates anything (a context
     of 10^9 tokens x 64 slots was an OOM kill)."""
-    import parlance.cli
 
     monkeypatch.chdir(tmp_path)
     loads = []
-    monkeypatch.setattr(parlance.cli, "_engine_loader",
+    monkeypatch.setattr(parlance.cli.wiring, "engine_loader",
                         lambda config: lambda *args: loads.append(args))
     assert main(["serve", "--ctx-size", "1000000000", "--parallel", "64"]) == 2
     err = capsys.readouterr().err
@@ -44,7 +46,7 @@ def test_serve_with_absurd_load_settings_fails_fast_naming_the_flag(tmp_path, mo
 
 
 def _serve_parser() -> argparse.ArgumentParser:
-    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return commands.choices["serve"]
 
 
@@ -72,7 +74,7 @@ def test_strict_max_tokens_is_a_setting():
 
 
 def test_batch_invariance_is_on_where_the_build_makes_it_free():
-    from parlance.cli import batch_invariant_setting
+    from parlance.cli.wiring import batch_invariant_setting
     from parlance.engines.llamacpp import invariant_attention
 
     assert ServeConfig().batch_invariant is None
@@ -85,7 +87,7 @@ def test_batch_invariance_is_on_where_the_build_makes_it_free():
 
 def test_speculative_is_a_setting_checked_wherever_it_comes_from(tmp_path, monkeypatch,
                                                                  capsys):
-    from parlance.cli import speculative_settings
+    from parlance.cli.wiring import speculative_settings
 
     assert ServeConfig().speculative == "off"
     assert _serve_parser().parse_args(["--speculative", "ngram"]).speculative == "ngram"
@@ -101,7 +103,6 @@ def test_the_draft_model_goes_to_the_loader_with_the_model_it_drafts_for(tmp_pat
                                                                          capsys):
     """Planned with the model (its memory counted), or refused before any load when its
     file is not there."""
-    import parlance.cli
     from parlance.models.registry import BUILTIN
 
     monkeypatch.chdir(tmp_path)
@@ -111,7 +112,7 @@ def test_the_draft_model_goes_to_the_loader_with_the_model_it_drafts_for(tmp_pat
         loads.append((spec, plan))
         raise ValueError("not loading anything in this test")
 
-    monkeypatch.setattr(parlance.cli, "_engine_loader", lambda config: loader)
+    monkeypatch.setattr(parlance.cli.wiring, "engine_loader", lambda config: loader)
     assert main(["serve", "--draft-model", str(tmp_path / "missing.gguf")]) == 2
     err = capsys.readouterr().err
     assert "missing.gguf" in err and "--draft-model" in err
@@ -121,3 +122,36 @@ def test_the_draft_model_goes_to_the_loader_with_the_model_it_drafts_for(tmp_pat
     [(spec, plan)] = loads
     assert spec.draft is not None and spec.draft.locate() == draft
     assert plan.memory.draft is not None and plan.memory.draft.weights == draft.stat().st_size
+
+
+def test_a_command_without_its_handler_is_refused_and_never_serves(monkeypatch, capsys):
+    """One dispatcher: a subcommand whose parser names nothing to run exits 2 saying so,
+    where a forgotten branch once fell through to starting the server."""
+    import parlance.cli.dispatch
+
+    full = parlance.cli.dispatch.build_parser
+
+    def with_a_new_command() -> argparse.ArgumentParser:
+        parser = full()
+        commands = next(a for a in parser._actions
+                        if isinstance(a, argparse._SubParsersAction))
+        commands.add_parser("stop", help="a command added without set_defaults(run=...)")
+        return parser
+
+    def never(*args: object) -> None:
+        raise AssertionError("the server was started")
+
+    monkeypatch.setattr(parlance.cli.dispatch, "build_parser", with_a_new_command)
+    monkeypatch.setattr(parlance.cli.wiring, "build_app", never)
+    with pytest.raises(SystemExit) as exited:
+        main(["stop"])
+    assert exited.value.code == 2
+    assert "'stop' has nothing to run it" in capsys.readouterr().err
+
+
+def test_every_command_names_what_runs_it():
+    commands = next(a for a in build_parser()._actions
+                    if isinstance(a, argparse._SubParsersAction))
+    assert set(commands.choices) == {"serve", "models", "chat", "ps", "load", "unload", "pull"}
+    for name, sub in commands.choices.items():
+        assert callable(sub.get_default("run")), name
