@@ -42,6 +42,10 @@ PAGES: tuple[tuple[str, str], ...] = (
     ("/api/embed", "apis/embeddings.md"),
     ("/api/embeddings", "apis/embeddings.md"),
     ("/api/v1", "apis/lmstudio.md"),
+    ("/v1beta", "apis/gemini.md"),
+    *((f"/v1/models/{{model}}:{method}", "apis/gemini.md")
+      for method in ("generateContent", "streamGenerateContent", "countTokens",
+                     "embedContent", "batchEmbedContents")),
     ("/api/", "apis/ollama.md"),
     ("/v1/models", "apis/index.md"),
     ("/health", "apis/index.md"),
