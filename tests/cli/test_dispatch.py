@@ -155,3 +155,5 @@ def test_every_command_names_what_runs_it():
     assert set(commands.choices) == {"serve", "models", "chat", "ps", "load", "unload", "pull"}
     for name, sub in commands.choices.items():
         assert callable(sub.get_default("run")), name
+        if name not in ("serve", "chat"):  # what each asks of a server (models: --url)
+            assert callable(sub.get_default("ask")), name

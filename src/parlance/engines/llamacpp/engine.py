@@ -17,10 +17,7 @@ import llguidance
 
 from parlance.core.embeddings import EmbeddingRequest, Embeddings
 from parlance.core.errors import InvalidRequest
-from parlance.core.request import (
-    GenerationRequest,
-    SamplingParams,
-)
+from parlance.core.request import GenerationRequest, SamplingParams
 from parlance.engines.llamacpp.draft_model import DraftModel
 from parlance.engines.llamacpp.drafting import NgramDrafter
 from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob, embedding_tokens
