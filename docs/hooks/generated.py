@@ -128,7 +128,7 @@ def _answers(operation: dict[str, Any]) -> str:
 
 
 def _summary(text: str) -> str:
-    """The first clause of an operation's summary, safe in a table cell."""
+    """An operation's summary (its dialect's or route's own words), safe in a table cell."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -143,11 +143,14 @@ def endpoints_markdown(here: str) -> str:
             tag = (op.get("tags") or ["Server"])[0]
             rows.setdefault(tag, []).append((method.upper(), path, _summary(op["summary"]),
                                              _answers(op)))
-    for route in app.router.routes:
+    for route in app.router.routes:  # no OpenAPI form: each shares a POST route's path
         if isinstance(route, WebSocketRoute):
-            rows.setdefault("OpenAI", []).append(
-                ("WebSocket", route.path, "Responses' WebSocket mode (`response.create` "
-                 "messages answered with the stream's events)", "JSON messages"))
+            post = document["paths"].get(route.path, {}).get("post", {})
+            tag = (post.get("tags") or ["Server"])[0]
+            rows.setdefault(tag, []).append(
+                ("WebSocket", route.path, f"WebSocket mode of `POST {route.path}`: "
+                 "requests as messages, each answered with its stream's events",
+                 "JSON messages"))
     # `/v1/x` and its alias `/x` (as llama.cpp allows) are one row
     lines: list[str] = []
     for tag in sorted(rows, key=lambda t: (t == "Server", t)):
