@@ -121,3 +121,16 @@ def test_the_draft_model_goes_to_the_loader_with_the_model_it_drafts_for(tmp_pat
     [(spec, plan)] = loads
     assert spec.draft is not None and spec.draft.locate() == draft
     assert plan.memory.draft is not None and plan.memory.draft.weights == draft.stat().st_size
+
+
+def test_serve_with_a_data_dir_it_cannot_write_says_so_in_one_line(tmp_path, monkeypatch,
+                                                                    capsys):
+    """Issue 39: a read-only --data-dir ended `serve` with a traceback. (A gateway, so
+    nothing loads first; the data directory goes through a file.)"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("")
+    assert main(["serve", "--upstream", "http://127.0.0.1:9", "--data-dir",
+                 str(tmp_path / "file" / "data")]) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    assert "cannot open the response store" in captured.out + captured.err
