@@ -96,6 +96,17 @@ class ResponseStore:
                 "DELETE FROM responses WHERE id NOT IN "
                 "(SELECT id FROM responses ORDER BY created_at DESC LIMIT ?)", (self.retention,))
 
+    def update(self, record: StoredResponse) -> bool:
+        """Replace a response stored while it ran; False (nothing stored) when it is no
+        longer there: deleted meanwhile, so it stays deleted."""
+        with self._db:
+            cursor = self._db.execute(
+                "UPDATE responses SET response = ?, context = ?, pending = ? "
+                "WHERE id = ? AND kind = ?",
+                (json.dumps(record.response), json.dumps(record.context),
+                 int(record.pending), record.id, record.kind))
+        return cursor.rowcount > 0
+
     def get(self, response_id: str, kind: str = RESPONSE) -> StoredResponse | None:
         row = self._db.execute("SELECT response, context, pending FROM responses "
                                "WHERE id = ? AND kind = ?", (response_id, kind)).fetchone()
