@@ -7,6 +7,7 @@ non-ASCII text) and the OpenAI-shaped message dicts they expect.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -71,9 +72,10 @@ def _short_id(call_id: str) -> str:
 
 
 class _TemplateEnvironment(ImmutableSandboxedEnvironment):
-    """Hugging Face's sandbox, plus `append`, `pop` and `extend` on lists, which templates use to build lists
-    of their own (Kimi K2's queue of call ids); llama.cpp's renderer allows it too.
-    Every render gets fresh copies of its inputs, so no append outlives the render."""
+    """Hugging Face's sandbox, plus `append`, `pop` and `extend` on lists, which
+    templates use to build lists of their own (Kimi K2's queue of call ids); llama.cpp's
+    renderer allows them too. Every render gets its own copies of its inputs, so no
+    change outlives the render."""
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         if isinstance(obj, list) and attr in ("append", "pop", "extend"):
@@ -145,7 +147,7 @@ class ChatTemplate:
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,
-                **extra,
+                **copy.deepcopy(extra),
             )
         except InvalidRequest:
             raise
