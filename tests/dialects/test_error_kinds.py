@@ -1,6 +1,8 @@
 """Every kind of error, in every dialect's envelope: each `ParlanceError` subclass (found
 by walking the class tree, so a new kind cannot be left out) renders with a status
-from that API's set, in its envelope, with one of its error types."""
+from that API's set, in its envelope, with one of its error types. The envelopes are
+every registered API's and its dialects' (`dialects.apis.APIS`), so a new API cannot be
+left out either."""
 
 from __future__ import annotations
 
@@ -10,18 +12,10 @@ import pytest
 from openai.types.shared import ErrorObject
 
 from parlance.core.errors import ParlanceError
-from parlance.dialects import lmstudio
-from parlance.dialects.anthropic import AnthropicMessages
+from parlance.dialects.api import Services
+from parlance.dialects.apis import APIS
 from parlance.dialects.base import ErrorResponse
-from parlance.dialects.lmstudio import LMStudioChat
-from parlance.dialects.ollama import OllamaChat, OllamaGenerate
-from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
-from parlance.dialects.openai.chat import OpenAIChat
-from parlance.dialects.openai.completions import OpenAICompletions
-from parlance.dialects.openai.embeddings import OpenAIEmbeddings
-from parlance.dialects.openai.responses import OpenAIResponses
-from parlance.dialects.openai.responses.compact import ResponsesCompaction
-from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.shared.sealed import Sealer
 from tests.support import anthropic_contract, lmstudio_contract, ollama_contract
 from tests.support.error_kinds import ALL_KINDS, instance
 
@@ -73,22 +67,53 @@ def check_lmstudio(rendered: ErrorResponse) -> None:
     lmstudio_contract.check_error(rendered.body["error"])
 
 
+# Gemini's: google.rpc's codes as HTTP statuses (400/401/403/404/429/499/500/501/503/504);
+# 405 and 413 are HTTP's own (a 413 named INVALID_ARGUMENT, a 405 FAILED_PRECONDITION)
+GEMINI_STATUSES = {400, 401, 403, 404, 405, 408, 413, 429, 500, 501, 502, 503, 504}
+GEMINI_NAMES = {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "UNAUTHENTICATED",
+                "PERMISSION_DENIED", "NOT_FOUND", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED",
+                "INTERNAL", "UNIMPLEMENTED", "UNAVAILABLE"}
+
+
+def check_gemini(rendered: ErrorResponse) -> None:
+    assert rendered.status in GEMINI_STATUSES
+    assert set(rendered.body) == {"error"}
+    error = rendered.body["error"]
+    assert set(error) == {"code", "message", "status"}
+    assert error["code"] == rendered.status and error["message"]
+    assert error["status"] in GEMINI_NAMES
+
+
+def check_any(rendered: ErrorResponse) -> None:
+    """What every API's envelope holds to: an error status and a JSON object."""
+    assert 400 <= rendered.status < 600
+    assert isinstance(rendered.body, dict) and rendered.body
+
+
 Renderer = Callable[[ParlanceError], ErrorResponse]
-DIALECTS: dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]] = {
-    "openai chat": (OpenAIChat().render_error, check_openai),
-    "openai completions": (OpenAICompletions().render_error, check_openai),
-    "openai responses": (OpenAIResponses().render_error, check_openai),
-    "openai compaction": (ResponsesCompaction(Sealer.ephemeral()).render_error, check_openai),
-    "openai embeddings": (OpenAIEmbeddings().render_error, check_openai),
-    "anthropic": (AnthropicMessages().render_error, check_anthropic),
-    "ollama chat": (OllamaChat().render_error, check_ollama),
-    "ollama generate": (OllamaGenerate().render_error, check_ollama),
-    "ollama embed": (OllamaEmbed().render_error, check_ollama),
-    "ollama embeddings": (OllamaEmbeddings().render_error, check_ollama),
-    "lmstudio chat": (LMStudioChat().render_error, check_lmstudio),
-    "lmstudio embeddings": (OpenAIEmbeddings(lmstudio.render_error).render_error,
-                            check_lmstudio),
-}
+# Each API's own contract; an API not named here is held to `check_any` until it is
+CHECKS: dict[str, Callable[[ErrorResponse], None]] = {
+    "OpenAI": check_openai, "Anthropic": check_anthropic, "Ollama": check_ollama,
+    "LM Studio": check_lmstudio, "Gemini": check_gemini}
+
+
+def _renderers() -> dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]]:
+    """Every registered API's envelope, and every dialect of its routes' (`dialects.apis`)."""
+    found: dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]] = {}
+    services = Services(Sealer.ephemeral())
+    for entry in APIS:
+        check = CHECKS.get(entry.name, check_any)
+        found[entry.name] = (entry.render_error, check)
+        made = entry.routes(services)
+        speakers = [*made.generation, *made.embeddings, *made.counting]
+        for path, speaker in speakers:
+            found[f"{entry.name} {path}"] = (speaker.render_error, check)
+        for listed in made.models:
+            found[f"{entry.name} {listed.list_path}"] = (listed.listing.render_error, check)
+    return found
+
+
+DIALECTS = _renderers()
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

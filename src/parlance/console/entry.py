@@ -11,7 +11,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 
 from parlance.console import commands
@@ -25,6 +24,7 @@ from parlance.console.client import (
     api_key,
     server_url,
 )
+from parlance.console.terminal import TerminalConsole
 
 # Commands that talk to a running server (`chat` starts one in process without --url).
 CLIENT_COMMANDS = ("chat", "ps", "load", "unload", "pull")
@@ -108,7 +108,8 @@ def wants_server(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace, local: LocalServer, history: Path | None) -> int:
-    out, err = Console(highlight=False), Console(stderr=True, highlight=False)
+    out = TerminalConsole(highlight=False)
+    err = TerminalConsole(stderr=True, highlight=False)
     try:
         if args.command == "chat" and not (args.url or os.environ.get(URL_ENV)):
             with local() as url:
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace, local: LocalServer, history: Path | None) -> i
         return 130
 
 
-def _chat(args: argparse.Namespace, url: str, out: Console, history: Path | None) -> int:
+def _chat(args: argparse.Namespace, url: str, out: TerminalConsole, history: Path | None) -> int:
     with Server(url, api_key(args.client_key)) as server:
         server.get("/v1/models")  # no server, a wrong key: said before the first prompt
         with line_history(history):

@@ -26,7 +26,7 @@ from parlance.core.request import (
     TextInput,
 )
 from parlance.core.tools import ToolChoice
-from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing, Incoming
 from parlance.dialects.ollama import errors, request, result
 from parlance.dialects.ollama.request import ChatRequest, CommonRequest, GenerateRequest
 from parlance.dialects.ollama.stream import OllamaEncoder
@@ -118,8 +118,8 @@ class OllamaChat(_Ollama):
 
     body_model = ChatRequest
 
-    def parse(self, body: Any) -> OllamaCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> OllamaCall:
+        req = parse_body(self.body_model, incoming.body)
         specs = request.tools(req.tools)
         thread = request.messages(req.messages or [])
         generation = _common(req, ChatInput(thread), tools=specs,
@@ -144,8 +144,8 @@ class OllamaGenerate(_Ollama):
     generate = True
     body_model = GenerateRequest
 
-    def parse(self, body: Any) -> OllamaCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> OllamaCall:
+        req = parse_body(self.body_model, incoming.body)
         request.no_images(req.images, "images")
         if req.raw and (req.template or req.system or req.context):
             raise InvalidRequest("raw mode does not support template, system, or context",

@@ -85,9 +85,10 @@ class UpstreamGeneration:
 
     def __init__(self, opener: Opener, running: Running, request: GenerationRequest,
                  opened: list[Opened], keys: dict[int, tuple[int, ...]], clip: bool,
-                 started: float) -> None:
+                 started: float, contract: ToolContract | None = None) -> None:
         """`clip`: a replica's context overflow is answered by asking again without
-        max_tokens (`UpstreamEngine.clips`)."""
+        max_tokens (`UpstreamEngine.clips`); `contract`: what tool_choice promises, a
+        fresh copy checked on each choice."""
         self.prompts = prompt_infos(request)
         self._opener = opener
         self._clip = clip
@@ -112,7 +113,8 @@ class UpstreamGeneration:
         names = tool_names(request)
         self._tasks = [asyncio.ensure_future(self._pump(o, ChoiceMapper(
             o.sub.index, stops=request.stop, freeform=freeform, names=names,
-            contract=ToolContract.of(request))))
+            contract=contract.fresh() if contract is not None else None,
+            max_arguments=o.replica.max_event_bytes)))
             for o in opened]
 
     # -- the Generation seam ------------------------------------------------------

@@ -40,7 +40,7 @@ from parlance.engines.base import Generation
 from parlance.integrations.loop import ToolLoop
 from parlance.integrations.toolbox import Toolbox
 from parlance.models.served import ServedModel, ServedModels
-from parlance.server.body.reader import read_json
+from parlance.server.body.reader import read_incoming
 from parlance.server.calls.conversations import Conversations
 from parlance.server.calls.keepalive import progress_of
 from parlance.server.calls.lease import LoadingGeneration, call_lease, load_only
@@ -61,8 +61,10 @@ if TYPE_CHECKING:
 
 class GenerationHandler:
     def __init__(self, dialect: Dialect[Any], models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore | None = None, runs: BackgroundRuns | None = None):
+                 store: ResponseStore | None = None, runs: BackgroundRuns | None = None, *,
+                 tag: str):
         self.dialect = dialect
+        self.tag = tag  # the API it belongs to (as the OpenAPI document groups routes)
         self.models = models
         self.settings = settings
         self.conversations = (Conversations(dialect, store)
@@ -76,14 +78,15 @@ class GenerationHandler:
 
     def operation(self) -> Operation:
         """What `/openapi.json` says of this route: its dialect's, with the headers."""
-        return dataclasses.replace(generating(self.dialect), headers=PARLANCE_HEADERS)
+        operation = generating(self.dialect, self.tag)
+        return dataclasses.replace(operation, headers=(*operation.headers, *PARLANCE_HEADERS))
 
     async def handle(self, request: Request) -> Any:
         record = access_record(request)
         supervisor = Supervisor.for_call(request.app, record, self.settings.request_timeout)
         try:
             authorize(request, self.settings.api_keys)
-            call = with_parlance_headers(request, await read_json(
+            call = with_parlance_headers(request, await read_incoming(
                 request, self.settings.max_body_bytes, self.dialect.parse))
             if call.load_only:  # its wait is bounded and drained as any call's
                 return await supervisor.answer(
@@ -102,7 +105,7 @@ class GenerationHandler:
             encoder = self.dialect.encoder(started.call, started.served)
             return EventStreamResponse(
                 self.frames(started, encoder),
-                framing=self.dialect.framing,
+                framing=started.call.framing or self.dialect.framing,
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=started.generation.cancel,
                 ping=self._ping,
