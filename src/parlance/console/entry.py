@@ -11,6 +11,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from rich.console import Console
 from rich.markup import escape
 
 from parlance.console import commands
