@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 import llguidance
 
 from parlance.core.embeddings import EmbeddingInput, EmbeddingRequest, Embeddings
-from parlance.core.errors import ContextOverflow, InvalidRequest
+from parlance.core.errors import ContextOverflow, EngineFailure, InvalidRequest
+from parlance.core.events import Failed, Usage
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import (
     ChatInput,
@@ -24,6 +25,7 @@ from parlance.core.request import (
     SamplingParams,
     TextInput,
 )
+from parlance.core.scoring import PromptScores, ScoreRequest, Scores
 from parlance.engines.budget import context_overflow, output_budget
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
@@ -45,6 +47,7 @@ from parlance.engines.llamacpp.prompt_cache import NO_PROMPT_CACHE, CacheSetting
 from parlance.engines.llamacpp.rpc import RpcServers
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scheduler import Scheduler
+from parlance.engines.llamacpp.scoring import ScoreSpec
 from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
@@ -151,6 +154,58 @@ class LlamaCppEngine:
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return await self._off_loop(self._count, request.prompts[0], request)
+
+    async def score(self, request: ScoreRequest) -> Scores:
+        """Each prompt evaluated once, its continuations scored by teacher forcing in the
+        step loop beside other requests (scoring.py). Prompts go one after another, so
+        each finds the previous one's cells (a shared context) cached in the slots."""
+        prepared = await self._off_loop(self._score_tokens, request)
+        results = []
+        for tokens, continuations in prepared:
+            results.append(await self._score_prompt(tokens, continuations))
+        return Scores(tuple(results))
+
+    async def _score_prompt(self, tokens: list[int],
+                            continuations: list[list[int]]) -> PromptScores:
+        scheduler = self.scheduler
+        spec = ScoreSpec(continuations)
+        job = Job(stop=(), logprobs=None, echo=False, outbox=scheduler.outbox,
+                  on_cancel=scheduler.wake)
+        job.groups = [GroupSpec(job, tokens, 0, tuple(range(min(spec.sequences, self.slots))),
+                                [], score=spec)]
+        scheduler.submit(job)
+        usage: Usage | None = None
+        try:
+            async for event in LlamaGeneration(job, ()):
+                if isinstance(event, Failed):
+                    raise event.error
+                if isinstance(event, Usage):
+                    usage = event
+        finally:
+            job.cancel()  # (a no-op once it ended; frees its slots when the caller left)
+        if usage is None or len(spec.logprobs) != len(continuations) or not spec.done:
+            raise EngineFailure("The engine ended a scoring request without its scores.")
+        return PromptScores(tuple(spec.logprobs), usage.prompt_tokens, usage.cached_tokens)
+
+    def _score_tokens(self, request: ScoreRequest) -> list[tuple[list[int], list[list[int]]]]:
+        """Each prompt's tokens (as a generation renders it) and its continuations'
+        tokens, refused when a prompt with its longest continuation overflows the
+        context. Runs on a worker thread."""
+        generation, out = request.generation, []
+        for prompt, texts in zip(generation.prompts, request.continuations, strict=True):
+            tokens = self._tokens(prompt, self._chat_text(prompt, generation), generation)
+            continuations = [self.model.tokenize(t, add_special=False, parse_special=False)
+                             for t in texts]
+            if not all(continuations):
+                raise InvalidRequest("A label to score is empty.", param=request.param)
+            longest = max(map(len, continuations))
+            if len(tokens) + longest > self.context_length:
+                raise ContextOverflow(
+                    f"This model's maximum context length is {self.context_length} tokens, "
+                    f"but a prompt to score has {len(tokens)} tokens and its longest label "
+                    f"{longest}.", param=request.param, code="context_length_exceeded")
+            out.append((tokens, continuations))
+        return out
 
     async def embed(self, request: EmbeddingRequest) -> Embeddings:
         """Tokens prepared off the loop, then pooled by the embedding thread, batched
