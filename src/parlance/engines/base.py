@@ -14,6 +14,7 @@ from parlance.core.embeddings import EmbeddingRequest, Embeddings
 from parlance.core.events import Event
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import GenerationRequest
+from parlance.core.scoring import ScoreRequest, Scores
 from parlance.engines.metrics import EngineMetrics
 
 
@@ -38,6 +39,11 @@ class Engine(Protocol):
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """Prompt tokens of the request's first prompt, as `start` would evaluate them."""
+
+    async def score(self, request: ScoreRequest) -> Scores:
+        """Each prompt's continuations scored by teacher forcing, without generating
+        (core/scoring.py). An engine that cannot see a prompt's log-probabilities
+        refuses with `NotImplementedHere` (501)."""
 
     async def embed(self, request: EmbeddingRequest) -> Embeddings:
         """One pooled vector per input, normalized as asked. Refuses (typed errors)

@@ -30,6 +30,7 @@ from parlance.core.errors import ContextOverflow, InvalidRequest, ModelUnloaded,
 from parlance.core.events import Event, Failed, Finish, FinishReason, TextDelta, Usage
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
+from parlance.core.scoring import PromptScores, ScoreRequest, Scores
 from parlance.engines.budget import output_budget
 from parlance.engines.grammar import check_schemas
 from parlance.engines.metrics import EngineMetrics
@@ -164,6 +165,10 @@ class FakeEngine:
         self.requests: list[GenerationRequest] = []
         self.generations: list[FakeGeneration] = []
         self.embed_requests: list[EmbeddingRequest] = []
+        # Log-probabilities of the continuations, one tuple per prompt scored; with none
+        # queued a continuation scores minus its length in characters.
+        self.score_scripts: deque[tuple[float, ...]] = deque()
+        self.score_requests: list[ScoreRequest] = []
         self.embedding_size = 8
         self.metrics = EngineMetrics()
 
@@ -187,6 +192,20 @@ class FakeEngine:
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return len(_prompt_text(request.prompts[0]).split())
+
+    async def score(self, request: ScoreRequest) -> Scores:
+        self.score_requests.append(request)
+        results = []
+        for prompt, continuations in zip(request.generation.prompts, request.continuations,
+                                         strict=True):
+            info = _prompt_info(prompt, _prompt_text(prompt))
+            if info.n_tokens > self.context_length:
+                raise ContextOverflow("The prompt does not fit the context.",
+                                      param=request.param, code="context_length_exceeded")
+            logprobs = (self.score_scripts.popleft() if self.score_scripts
+                        else tuple(-float(len(c)) for c in continuations))
+            results.append(PromptScores(logprobs, info.n_tokens, 0))
+        return Scores(tuple(results))
 
     async def embed(self, request: EmbeddingRequest) -> Embeddings:
         """Words are tokens; each word has a fixed pseudo-random vector (from its hash)

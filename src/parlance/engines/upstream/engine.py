@@ -23,6 +23,7 @@ from parlance.core.errors import (
     UpstreamFailure,
 )
 from parlance.core.request import GenerationRequest
+from parlance.core.scoring import ScoreRequest, Scores
 from parlance.engines.metrics import EngineMetrics
 from parlance.engines.upstream.affinity import prefix_keys
 from parlance.engines.upstream.chunks import ChoiceMapper, StreamError
@@ -82,6 +83,14 @@ class UpstreamEngine:
         max_tokens, and stops where its context ends; unless the server or the request
         is strict, when its refusal is passed on."""
         return not (self.strict_max_tokens or request.strict_max_tokens)
+
+    async def score(self, request: ScoreRequest) -> Scores:
+        """Scoring needs the log-probabilities of given continuations after a prompt,
+        which the OpenAI-compatible API of an upstream does not return."""
+        raise NotImplementedHere(
+            f"The model '{self.model}' is served by an upstream server, whose API does not "
+            "return the log-probabilities of given answers, so it cannot score labels "
+            "(decisions, rerank with an instruct model).", param="model")
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """The prompt tokens the upstream evaluates for the first prompt: by its own
