@@ -18,10 +18,12 @@ from parlance.dialects.ollama import OllamaChat, OllamaGenerate
 from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
 from parlance.dialects.openai.chat import OpenAIChat
 from parlance.dialects.openai.completions import OpenAICompletions
+from parlance.dialects.openai.decisions import OpenAIDecisions
 from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.systemone import SystemOne
 from tests.support import anthropic_contract, lmstudio_contract, ollama_contract
 from tests.support.error_kinds import ALL_KINDS, instance
 
@@ -44,6 +46,12 @@ ANTHROPIC_TYPE_OF = {400: "invalid_request_error", 401: "authentication_error",
 # full queue with 503; 403, 405 and 504 are HTTP's own
 OLLAMA_STATUSES = {400, 401, 403, 404, 405, 413, 429, 500, 502, 503, 504}
 LMSTUDIO_STATUSES = {400, 401, 403, 404, 405, 408, 413, 429, 500, 501, 502, 503}
+# llama-server's System One statuses (its wire-contract test) and HTTP's own
+SYSTEMONE_STATUSES = {400, 401, 403, 404, 405, 408, 413, 422, 429, 500, 501, 502, 503, 504}
+SYSTEMONE_TYPES = {"invalid_request_error", "exceed_context_size_error", "authentication_error",
+                   "not_found_error", "request_too_large_error", "unprocessable_entity_error",
+                   "rate_limit_error", "not_supported_error", "unavailable_error",
+                   "server_error"}
 
 def check_openai(rendered: ErrorResponse) -> None:
     assert rendered.status in OPENAI_STATUSES
@@ -73,6 +81,15 @@ def check_lmstudio(rendered: ErrorResponse) -> None:
     lmstudio_contract.check_error(rendered.body["error"])
 
 
+def check_systemone(rendered: ErrorResponse) -> None:
+    assert rendered.status in SYSTEMONE_STATUSES
+    assert set(rendered.body) == {"error"}
+    error = rendered.body["error"]
+    assert set(error) == {"code", "message", "type"}
+    assert error["code"] == rendered.status and error["message"]
+    assert error["type"] in SYSTEMONE_TYPES
+
+
 Renderer = Callable[[ParlanceError], ErrorResponse]
 DIALECTS: dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]] = {
     "openai chat": (OpenAIChat().render_error, check_openai),
@@ -85,6 +102,8 @@ DIALECTS: dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]] = {
     "ollama generate": (OllamaGenerate().render_error, check_ollama),
     "ollama embed": (OllamaEmbed().render_error, check_ollama),
     "ollama embeddings": (OllamaEmbeddings().render_error, check_ollama),
+    "openai decisions": (OpenAIDecisions().render_error, check_openai),
+    "systemone": (SystemOne().render_error, check_systemone),
     "lmstudio chat": (LMStudioChat().render_error, check_lmstudio),
     "lmstudio embeddings": (OpenAIEmbeddings(lmstudio.render_error).render_error,
                             check_lmstudio),

@@ -21,10 +21,13 @@ from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
 from parlance.dialects.openai import errors as openai_errors
 from parlance.dialects.openai.chat import OpenAIChat
 from parlance.dialects.openai.completions import OpenAICompletions
+from parlance.dialects.openai.decisions import OpenAIDecisions
 from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
+from parlance.dialects.systemone import SystemOne
 from parlance.server.endpoints import conversations
+from parlance.server.endpoints.decisions import DecisionsEndpoint
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.generation.parlance_headers import PROGRESS, SPECULATIVE, SWITCH
@@ -36,6 +39,7 @@ from parlance.server.openapi.operation import (
     TEXT,
     Operation,
     Query,
+    answering,
     either,
     embedding,
     generating,
@@ -182,6 +186,19 @@ EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
     OpenAIEmbeddings.body_model: {"model": _MODEL, "input": "Hello!"},
     OllamaEmbed.body_model: {"model": _MODEL, "input": "Hello!"},
     OllamaEmbeddings.body_model: {"model": _MODEL, "prompt": "Hello!"},
+    OpenAIDecisions.body_model: {
+        "model": _MODEL, "input": "I was charged twice for the same subscription renewal.",
+        "questions": [
+            {"type": "predicate", "name": "duplicate_charge",
+             "instructions": "Was the customer charged more than once?"},
+            {"type": "choice", "name": "category", "instructions": "Classify the ticket.",
+             "choices": [{"value": "billing"}, {"value": "technical"}]}]},
+    SystemOne.body_model: {
+        "state": "Customer message: I was charged twice and nobody has replied.",
+        "questions": {
+            "route": {"type": "choice", "instructions": "Which team should handle this?",
+                      "criteria": {"billing": None, "shipping": None}},
+            "angry": {"type": "noul", "instructions": "Is the customer angry?"}}},
     lmstudio_models.LoadRequest: {"model": _MODEL},
     lmstudio_models.UnloadRequest: {"instance_id": _MODEL},
     lmstudio_models.DownloadRequest: {"model": "owner/repo"},
@@ -202,4 +219,6 @@ def describe(route: Route, method: str, path: str) -> Operation | None:
         return replace(generating(owner.dialect), headers=PARLANCE_HEADERS)
     if isinstance(owner, EmbeddingsEndpoint):
         return embedding(owner.dialect)
+    if isinstance(owner, DecisionsEndpoint):
+        return answering(owner.dialect)
     return PLAIN.get((method, path))

@@ -8,9 +8,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from parlance.dialects import anthropic, lmstudio, ollama
+from parlance.dialects import anthropic, lmstudio, ollama, systemone
 from parlance.dialects.anthropic import AnthropicMessages
 from parlance.dialects.base import Dialect
+from parlance.dialects.decision_base import DecisionDialect
 from parlance.dialects.embedding_base import EmbeddingDialect
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.ollama import OllamaChat, OllamaGenerate
@@ -18,6 +19,7 @@ from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
 from parlance.dialects.openai import errors as openai_errors
 from parlance.dialects.openai.chat import OpenAIChat
 from parlance.dialects.openai.completions import OpenAICompletions
+from parlance.dialects.openai.decisions import OpenAIDecisions
 from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
@@ -27,6 +29,7 @@ from parlance.models.served import ServedModels
 from parlance.server.endpoints.api_docs import ApiDocs
 from parlance.server.endpoints.conversations import PATH as CONVERSATIONS
 from parlance.server.endpoints.conversations import ConversationEndpoints
+from parlance.server.endpoints.decisions import DecisionsEndpoint
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
 from parlance.server.endpoints.info import InfoEndpoints
 from parlance.server.endpoints.lmstudio_models import LMStudioModels
@@ -73,6 +76,14 @@ def embeddings() -> tuple[tuple[str, EmbeddingDialect[Any]], ...]:
     )
 
 
+def decisions() -> tuple[tuple[str, DecisionDialect[Any]], ...]:
+    """Which path speaks which decisions dialect (each also without /v1)."""
+    return (
+        ("/v1/decisions", OpenAIDecisions()),
+        ("/v1/systemone", systemone.SystemOne()),
+    )
+
+
 def error_renderer(path: str) -> Render:
     """The error envelope of the API a path belongs to (each dialect names its paths;
     every other path speaks OpenAI's), for errors no endpoint caught (no such route, an
@@ -83,6 +94,8 @@ def error_renderer(path: str) -> Render:
         return ollama.render_error
     if _under(path, anthropic.PATHS):
         return anthropic.render_error
+    if _under(path, systemone.PATHS):
+        return systemone.render_error
     return openai_errors.render_error
 
 
@@ -156,6 +169,11 @@ def build_routes(models: ServedModels, settings: ServerSettings,
     for path, embedder in embeddings():
         routes.append(Route(path, EmbeddingsEndpoint(embedder, models, settings).handle,
                             methods=["POST"]))
+    for path, decider in decisions():
+        endpoint = DecisionsEndpoint(decider, models, settings,
+                                     any_model_name=isinstance(decider, systemone.SystemOne))
+        for route_path in (path, path.removeprefix("/v1")):
+            routes.append(Route(route_path, endpoint.handle, methods=["POST"]))
     # Last: POST to any other path under /v1/responses/ is no endpoint at all.
     routes.append(Route("/v1/responses/{sub_path}", _no_such_endpoint, methods=["POST"]))
     return routes

@@ -46,8 +46,10 @@ from parlance.dialects.ollama.request import ChatRequest as OllamaChatRequest
 from parlance.dialects.ollama.request import GenerateRequest as OllamaGenerateRequest
 from parlance.dialects.openai.chat import ChatRequest
 from parlance.dialects.openai.completions import CompletionRequest
+from parlance.dialects.openai.decisions import DecisionsBody
 from parlance.dialects.openai.embeddings import EmbeddingsBody
 from parlance.dialects.openai.responses.request import ResponsesRequest
+from parlance.dialects.systemone import SystemOneBody
 from parlance.engines.fake import FakeEngine
 from parlance.models.gguf import GgufHeader, read_gguf_header
 from tests.support.anthropic_contract import stream_events
@@ -171,6 +173,29 @@ OLLAMA_EMBED_BODIES = (
     {"model": "fake-model:latest", "input": ""},
 )
 
+DECISIONS_BODIES = (
+    {"model": "fake-model", "input": "I was charged twice.",
+     "questions": [{"type": "predicate", "instructions": "Charged twice?", "name": "twice"},
+                   {"type": "choice", "instructions": "Team?",
+                    "choices": [{"value": "billing"}, {"value": True, "description": "d"}]},
+                   {"type": "score", "instructions": "Urgency?",
+                    "levels": [{"label": "low"}, {"label": "high", "description": "d"}]}]},
+    {"model": "fake-model", "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "Hi"}]}],
+     "questions": [{"type": "predicate", "instructions": "Greeting?"}]},
+)
+SYSTEMONE_BODIES = (
+    {"state": "I was charged twice.", "questions": {
+        "route": {"type": "choice", "instructions": "Team?",
+                  "criteria": {"billing": None, "shipping": "parcels"}},
+        "angry": {"type": "noul", "instructions": "Angry?",
+                  "criteria": {"true": "yes", "false": "no"}},
+        "urgency": {"type": "score", "instructions": {"ask": "Urgency?"},
+                    "criteria": ["low", "high"]}}},
+    {"model": "jev-latest", "state": {"ticket": [1, 2]},
+     "questions": {"q": {"type": "noul", "instructions": "Angry?"}}},
+)
+
 ROUTES = (
     PostRoute("/v1/chat/completions", ChatRequest, CHAT_BODIES),
     PostRoute("/v1/completions", CompletionRequest, COMPLETION_BODIES),
@@ -200,6 +225,8 @@ ROUTES = (
     PostRoute("/api/embed", OllamaEmbedBody, OLLAMA_EMBED_BODIES, examples=100),
     PostRoute("/api/embeddings", OllamaEmbeddingsBody,
               ({"model": "fake-model", "prompt": "Hi", "keep_alive": "5m"},), examples=60),
+    PostRoute("/v1/decisions", DecisionsBody, DECISIONS_BODIES, examples=60),
+    PostRoute("/v1/systemone", SystemOneBody, SYSTEMONE_BODIES, examples=60),
     # the un-prefixed aliases share the handlers: fewer examples
     PostRoute("/chat/completions", ChatRequest, CHAT_BODIES, examples=40),
     PostRoute("/completions", CompletionRequest, COMPLETION_BODIES, examples=40),

@@ -59,7 +59,7 @@ class Query:
 
 # A dialect package's API, as the document groups operations
 API_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic", "ollama": "Ollama",
-             "lmstudio": "LM Studio"}
+             "lmstudio": "LM Studio", "systemone": "System One"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +82,12 @@ def generating(dialect: Dialect[Any]) -> Operation:
     streams = "stream" in dialect.body_model.model_fields  # (compaction never streams)
     return Operation(_api(dialect), _summary(dialect), (dialect.render_error,),
                      either(JSON, streamed(dialect.framing)) if streams else JSON,
+                     dialect.body_model)
+
+
+def answering(dialect: Any) -> Operation:
+    """A route answered with one JSON object read from its dialect's body (decisions)."""
+    return Operation(_api(dialect), _summary(dialect), (dialect.render_error,), JSON,
                      dialect.body_model)
 
 
