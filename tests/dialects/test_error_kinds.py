@@ -23,6 +23,7 @@ from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.llamaserver.tokens import Tokenize
 from parlance.dialects.systemone import SystemOne
 from tests.support import anthropic_contract, lmstudio_contract, ollama_contract
 from tests.support.error_kinds import ALL_KINDS, instance
@@ -104,6 +105,7 @@ DIALECTS: dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]] = {
     "ollama embeddings": (OllamaEmbeddings().render_error, check_ollama),
     "openai decisions": (OpenAIDecisions().render_error, check_openai),
     "systemone": (SystemOne().render_error, check_systemone),
+    "llama-server tokenize": (Tokenize().render_error, check_systemone),
     "lmstudio chat": (LMStudioChat().render_error, check_lmstudio),
     "lmstudio embeddings": (OpenAIEmbeddings(lmstudio.render_error).render_error,
                             check_lmstudio),

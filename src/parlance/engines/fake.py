@@ -31,6 +31,7 @@ from parlance.core.events import Event, Failed, Finish, FinishReason, TextDelta,
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
 from parlance.core.scoring import PromptScores, ScoreRequest, Scores
+from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.budget import output_budget
 from parlance.engines.grammar import check_schemas
 from parlance.engines.metrics import EngineMetrics
@@ -169,6 +170,8 @@ class FakeEngine:
         # queued a continuation scores minus its length in characters.
         self.score_scripts: deque[tuple[float, ...]] = deque()
         self.score_requests: list[ScoreRequest] = []
+        self.vocabulary: list[str] = ["<s>"]  # a word's id: its place here (added when met)
+        self.vocabulary_size = 49152  # ids past the words met are spelled "w<id>"
         self.embedding_size = 8
         self.metrics = EngineMetrics()
 
@@ -206,6 +209,36 @@ class FakeEngine:
                         else tuple(-float(len(c)) for c in continuations))
             results.append(PromptScores(logprobs, info.n_tokens, 0))
         return Scores(tuple(results))
+
+    async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
+        """Words are tokens, each followed by a space; `add_special` puts `<s>` (id 0)
+        first."""
+        ids = [0] if request.add_special else []
+        for item in request.content:
+            if isinstance(item, int):
+                ids.append(self._check_token(item, "content"))
+                continue
+            for word in item.split():
+                if word not in self.vocabulary:
+                    self.vocabulary.append(word)
+                ids.append(self.vocabulary.index(word))
+        return tuple(Token(i, self._piece(i)) for i in ids)
+
+    async def detokenize(self, request: DetokenizeRequest) -> str:
+        return "".join(self._piece(self._check_token(t, "tokens")).decode()
+                       for t in request.tokens)
+
+    async def render_prompt(self, request: GenerationRequest) -> str:
+        return _prompt_text(request.prompts[0])
+
+    def _check_token(self, token: int, param: str) -> int:
+        if not 0 <= token < self.vocabulary_size:
+            raise InvalidRequest(f"Token id {token} is outside the vocabulary.", param=param)
+        return token
+
+    def _piece(self, token: int) -> bytes:
+        word = self.vocabulary[token] if token < len(self.vocabulary) else f"w{token}"
+        return word.encode() if token == 0 else f"{word} ".encode()
 
     async def embed(self, request: EmbeddingRequest) -> Embeddings:
         """Words are tokens; each word has a fixed pseudo-random vector (from its hash)

@@ -11,8 +11,9 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.routing import Route
 
-from parlance.dialects import anthropic, lmstudio, ollama
+from parlance.dialects import anthropic, llamaserver, lmstudio, ollama
 from parlance.dialects.anthropic import AnthropicMessages
+from parlance.dialects.llamaserver.tokens import DetokenizeBody, TokenizeBody
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.lmstudio import models as lmstudio_models
 from parlance.dialects.ollama import OllamaChat, OllamaGenerate
@@ -58,6 +59,8 @@ _FILES = MappingProxyType({"text/css": {"type": "string"},
 OPENAI, ANTHROPIC = API_NAMES["openai"], API_NAMES["anthropic"]
 OLLAMA, LMSTUDIO = API_NAMES["ollama"], API_NAMES["lmstudio"]
 SERVER = "Server"
+LLAMA_SERVER = API_NAMES["llamaserver"]
+_LLAMA_SERVER = (llamaserver.render_error,)
 
 _SWITCH = {"type": "string", "enum": list(SWITCH)}
 # The headers every generation route reads (`server/generation/parlance_headers.py`)
@@ -73,6 +76,14 @@ PARLANCE_HEADERS = (
 )
 
 PLAIN: dict[tuple[str, str], Operation] = {
+    ("POST", "/tokenize"): Operation(
+        LLAMA_SERVER, "A text's tokens, as the model's tokenizer makes them", _LLAMA_SERVER,
+        body=TokenizeBody),
+    ("POST", "/detokenize"): Operation(
+        LLAMA_SERVER, "The text of tokens", _LLAMA_SERVER, body=DetokenizeBody),
+    ("POST", "/apply-template"): Operation(
+        LLAMA_SERVER, "A chat rendered by the model's template, not evaluated", _LLAMA_SERVER,
+        body=OpenAIChat.body_model),
     ("GET", "/api/v1/models"): Operation(LMSTUDIO, "The models", _LMSTUDIO),
     ("POST", "/api/v1/models/load"): Operation(
         LMSTUDIO, "Load a model", _LMSTUDIO, either(JSON, streamed("sse")),
@@ -193,6 +204,8 @@ EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
              "instructions": "Was the customer charged more than once?"},
             {"type": "choice", "name": "category", "instructions": "Classify the ticket.",
              "choices": [{"value": "billing"}, {"value": "technical"}]}]},
+    TokenizeBody: {"content": "Hello world!", "with_pieces": True},
+    DetokenizeBody: {"tokens": [19556, 905, 17]},
     SystemOne.body_model: {
         "state": "Customer message: I was charged twice and nobody has replied.",
         "questions": {

@@ -8,7 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from parlance.dialects import anthropic, lmstudio, ollama, systemone
+from parlance.dialects import anthropic, llamaserver, lmstudio, ollama, systemone
 from parlance.dialects.anthropic import AnthropicMessages
 from parlance.dialects.base import Dialect
 from parlance.dialects.decision_base import DecisionDialect
@@ -37,6 +37,7 @@ from parlance.server.endpoints.message_tokens import MessageTokens
 from parlance.server.endpoints.metrics import MetricsEndpoint
 from parlance.server.endpoints.ollama_models import OllamaModels
 from parlance.server.endpoints.stored_responses import StoredResponses
+from parlance.server.endpoints.tokens import TokenEndpoints
 from parlance.server.endpoints.web import ASSETS, WebPage
 from parlance.server.generation.background import BackgroundRuns
 from parlance.server.generation.handler import GenerationHandler
@@ -96,6 +97,8 @@ def error_renderer(path: str) -> Render:
         return anthropic.render_error
     if _under(path, systemone.PATHS):
         return systemone.render_error
+    if _under(path, llamaserver.PATHS):
+        return llamaserver.render_error
     return openai_errors.render_error
 
 
@@ -117,6 +120,7 @@ def build_routes(models: ServedModels, settings: ServerSettings,
     ollama_models = OllamaModels(models, settings, downloads)
     messages = AnthropicMessages()
     message_tokens = MessageTokens(models, settings, messages)
+    tokens = TokenEndpoints(models, settings)
     chats = ConversationEndpoints(settings, conversation_store or ConversationStore())
     routes: list[BaseRoute] = [
         Route("/api/v1/models", lmstudio.list, methods=["GET"]),
@@ -145,6 +149,9 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route(CONVERSATIONS + "/{conversation_id}", chats.replace, methods=["PUT"]),
         Route(CONVERSATIONS + "/{conversation_id}", chats.rename, methods=["PATCH"]),
         Route(CONVERSATIONS + "/{conversation_id}", chats.delete, methods=["DELETE"]),
+        Route("/tokenize", tokens.tokenize, methods=["POST"]),
+        Route("/detokenize", tokens.detokenize, methods=["POST"]),
+        Route("/apply-template", tokens.apply_template, methods=["POST"]),
         Route("/health", info.health, methods=["GET"]),
         Route("/", web.root, methods=["GET", "HEAD"]),  # the chat page for browsers
         Route(ASSETS + "/{name:path}", web.asset, methods=["GET"]),

@@ -46,6 +46,7 @@ from parlance.dialects.ollama.request import ChatRequest as OllamaChatRequest
 from parlance.dialects.ollama.request import GenerateRequest as OllamaGenerateRequest
 from parlance.dialects.openai.chat import ChatRequest
 from parlance.dialects.openai.completions import CompletionRequest
+from parlance.dialects.llamaserver.tokens import DetokenizeBody, TokenizeBody
 from parlance.dialects.openai.decisions import DecisionsBody
 from parlance.dialects.openai.embeddings import EmbeddingsBody
 from parlance.dialects.openai.responses.request import ResponsesRequest
@@ -227,6 +228,11 @@ ROUTES = (
               ({"model": "fake-model", "prompt": "Hi", "keep_alive": "5m"},), examples=60),
     PostRoute("/v1/decisions", DecisionsBody, DECISIONS_BODIES, examples=60),
     PostRoute("/v1/systemone", SystemOneBody, SYSTEMONE_BODIES, examples=60),
+    PostRoute("/tokenize", TokenizeBody, ({"content": "a b", "with_pieces": True},
+                                          {"content": ["a", 0], "add_special": True}),
+              examples=40),
+    PostRoute("/detokenize", DetokenizeBody, ({"tokens": [0]},), examples=40),
+    PostRoute("/apply-template", ChatRequest, CHAT_BODIES[:1], examples=40),
     # the un-prefixed aliases share the handlers: fewer examples
     PostRoute("/chat/completions", ChatRequest, CHAT_BODIES, examples=40),
     PostRoute("/completions", CompletionRequest, COMPLETION_BODIES, examples=40),

@@ -22,27 +22,22 @@ from pydantic import BaseModel, ConfigDict
 from parlance.core.decisions import YES, Answer, Decision, Kind, Option, Question, predicate
 from parlance.core.decisions import scale as score_question
 from parlance.core.errors import (
-    ContextOverflow,
     InvalidRequest,
     ParlanceError,
     PayloadTooLarge,
 )
 from parlance.dialects.base import ErrorResponse
 from parlance.dialects.decision_base import Decided, DecisionCall
-from parlance.dialects.shared.errors import status_of
+from parlance.dialects.shared.llama_server import UNPROCESSABLE, render_error
+
+__all__ = ["PATHS", "SystemOne", "SystemOneBody", "SystemOneCall", "render_error"]
 
 PATHS = ("/v1/systemone", "/systemone")  # where refusals come in this envelope
 MAX_QUESTIONS = 4096  # llama-server's limit (413 beyond)
 MAX_OPTIONS = 255
 MIN_LEVELS, MAX_LEVELS = 2, 10
 MAX_DEPTH = 32
-UNPROCESSABLE = "unprocessable_entity"  # the code of a 422 (a semantic fault)
 DEFAULT_MODEL = ""  # none named: the default model answers
-
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-          413: "request_too_large_error", 422: "unprocessable_entity_error",
-          429: "rate_limit_error", 501: "not_supported_error", 503: "unavailable_error"}
-
 
 class SystemOneBody(BaseModel):
     """Read by hand below (each fault has llama-server's wording); this names the fields
@@ -171,13 +166,3 @@ def _answer(answer: Answer, legend: tuple[str, ...]) -> dict[str, Any]:
     return {"type": "score", "score": answer.expected,
             "legend": {str(i): level for i, level in enumerate(legend)},
             "probabilities": keyed, "confidence": answer.confidence}
-
-
-def render_error(error: ParlanceError) -> ErrorResponse:
-    status = 422 if isinstance(error, InvalidRequest) and error.code == UNPROCESSABLE else (
-        status_of(error, {ContextOverflow: 400}))
-    kind = ("exceed_context_size_error" if isinstance(error, ContextOverflow)
-            else _TYPES.get(status) or ("server_error" if status >= 500
-                                        else "invalid_request_error"))
-    return ErrorResponse.of(error, status,
-                            {"error": {"code": status, "message": error.message, "type": kind}})

@@ -26,6 +26,7 @@ from parlance.core.request import (
     TextInput,
 )
 from parlance.core.scoring import PromptScores, ScoreRequest, Scores
+from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.budget import context_overflow, output_budget
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
@@ -154,6 +155,35 @@ class LlamaCppEngine:
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return await self._off_loop(self._count, request.prompts[0], request)
+
+    async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
+        return await self._off_loop(self._tokenize, request)
+
+    async def detokenize(self, request: DetokenizeRequest) -> str:
+        self._check_ids(request.tokens, "tokens")
+        raw = b"".join(self.model.piece(t, special=True) for t in request.tokens)
+        return raw.decode("utf-8", errors="replace")
+
+    async def render_prompt(self, request: GenerationRequest) -> str:
+        prompt = request.prompts[0]
+        if isinstance(prompt, ChatInput):
+            return await self._off_loop(render_chat, self.template, request, prompt.messages)
+        return prompt.text or ""
+
+    def _tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
+        """Texts tokenized (the special tokens added before the first text only, as
+        llama-server does), ids kept. Runs on a worker thread."""
+        model, ids = self.model, []
+        first = True
+        for item in request.content:
+            if isinstance(item, int):
+                self._check_ids((item,), "content")
+                ids.append(item)
+                continue
+            ids += model.tokenize(item, add_special=request.add_special and first,
+                                  parse_special=request.parse_special)
+            first = False
+        return tuple(Token(t, model.piece(t, special=True)) for t in ids)
 
     async def score(self, request: ScoreRequest) -> Scores:
         """Each prompt evaluated once, its continuations scored by teacher forcing in the

@@ -24,6 +24,7 @@ from parlance.core.errors import (
 )
 from parlance.core.request import GenerationRequest
 from parlance.core.scoring import ScoreRequest, Scores
+from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.metrics import EngineMetrics
 from parlance.engines.upstream.affinity import prefix_keys
 from parlance.engines.upstream.chunks import ChoiceMapper, StreamError
@@ -91,6 +92,21 @@ class UpstreamEngine:
             f"The model '{self.model}' is served by an upstream server, whose API does not "
             "return the log-probabilities of given answers, so it cannot score labels "
             "(decisions, rerank with an instruct model).", param="model")
+
+    async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
+        raise self._not_here("tokenize")
+
+    async def detokenize(self, request: DetokenizeRequest) -> str:
+        raise self._not_here("detokenize")
+
+    async def render_prompt(self, request: GenerationRequest) -> str:
+        raise self._not_here("render its prompts")
+
+    def _not_here(self, what: str) -> NotImplementedHere:
+        return NotImplementedHere(
+            f"The model '{self.model}' is served by an upstream server, whose tokenizer and "
+            f"template this server does not hold: it cannot {what}. Ask that server.",
+            param="model")
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """The prompt tokens the upstream evaluates for the first prompt: by its own

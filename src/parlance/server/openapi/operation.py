@@ -59,7 +59,8 @@ class Query:
 
 # A dialect package's API, as the document groups operations
 API_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic", "ollama": "Ollama",
-             "lmstudio": "LM Studio", "systemone": "System One"}
+             "lmstudio": "LM Studio", "systemone": "System One",
+             "llamaserver": "llama-server"}
 
 
 @dataclass(frozen=True, slots=True)
