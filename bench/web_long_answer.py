@@ -22,7 +22,6 @@ import statistics
 import tempfile
 import threading
 import time
-
 from pathlib import Path
 
 import uvicorn

@@ -13,6 +13,7 @@ from parlance.core.errors import ParlanceError
 from parlance.dialects import lmstudio
 from parlance.dialects.anthropic import AnthropicMessages
 from parlance.dialects.base import ErrorResponse
+from parlance.dialects.llamaserver.tokens import Tokenize
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.ollama import OllamaChat, OllamaGenerate
 from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
@@ -23,7 +24,6 @@ from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.sealed import Sealer
-from parlance.dialects.llamaserver.tokens import Tokenize
 from parlance.dialects.systemone import SystemOne
 from tests.support import anthropic_contract, lmstudio_contract, ollama_contract
 from tests.support.error_kinds import ALL_KINDS, instance

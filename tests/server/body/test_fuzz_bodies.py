@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from parlance.dialects.anthropic.request import MessagesRequest
+from parlance.dialects.llamaserver.tokens import DetokenizeBody, TokenizeBody
 from parlance.dialects.lmstudio.models import DownloadRequest, LoadRequest, UnloadRequest
 from parlance.dialects.lmstudio.request import ChatRequest as LMStudioChatRequest
 from parlance.dialects.ollama.embed import EmbedBody as OllamaEmbedBody
@@ -46,7 +47,6 @@ from parlance.dialects.ollama.request import ChatRequest as OllamaChatRequest
 from parlance.dialects.ollama.request import GenerateRequest as OllamaGenerateRequest
 from parlance.dialects.openai.chat import ChatRequest
 from parlance.dialects.openai.completions import CompletionRequest
-from parlance.dialects.llamaserver.tokens import DetokenizeBody, TokenizeBody
 from parlance.dialects.openai.decisions import DecisionsBody
 from parlance.dialects.openai.embeddings import EmbeddingsBody
 from parlance.dialects.openai.responses.request import ResponsesRequest
