@@ -25,6 +25,7 @@ otherwise (`dialects/*/errors.py`).
     ├── ToolServerUnreachable   an MCP server the request named cannot be used
     │   └── ToolServerFailed    the operator's configured MCP server (a plugin) failed
     ├── NotImplementedHere      a documented feature this server does not offer
+    ├── InsufficientStorage     the server's disk has no room for it (507)
     └── EngineFailure           the engine broke while generating
         └── UpstreamFailure     an upstream server failed the request (502)
 """
@@ -185,6 +186,13 @@ class ToolServerFailed(ToolServerUnreachable):
 class NotImplementedHere(ParlanceError):
     kind = "not_implemented"
     status = 501
+
+
+class InsufficientStorage(ParlanceError):
+    """Nothing wrong with the request: the disk keeps no room for what it asks (507)."""
+
+    kind = "insufficient_storage"
+    status = 507
 
 
 class EngineFailure(ParlanceError):

@@ -34,7 +34,10 @@ class Generation(Protocol):
 class Engine(Protocol):
     context_length: int  # tokens one sequence may use
     slots: int  # sequences decoded together
-    metrics: EngineMetrics  # scraped at GET /metrics
+
+    @property
+    def metrics(self) -> EngineMetrics:
+        """Scraped at GET /metrics."""
 
     async def start(self, request: GenerationRequest) -> Generation: ...
 

@@ -17,7 +17,7 @@ import pytest
 from parlance.core.events import (
     Finish,
     FinishReason,
-    Progress,
+    PromptProgress,
     ToolCallArgs,
     ToolCallEnd,
     ToolCallStart,
@@ -162,8 +162,9 @@ PROMPT_BAR = """(() => {
 
 def test_a_prompt_being_evaluated_shows_a_progress_bar(browser, fake_engine):
     quarter, three_quarters = ThreadGate(), ThreadGate()
-    fake_engine.enqueue(Progress(256, 1024), quarter, Progress(768, 1024), three_quarters,
-                        Progress(1024, 1024), *STREAMED, Finish(FinishReason.STOP),
+    fake_engine.enqueue(PromptProgress(256, 1024), quarter, PromptProgress(768, 1024),
+                        three_quarters, PromptProgress(1024, 1024), *STREAMED,
+                        Finish(FinishReason.STOP),
                         Usage(1024, len(STREAMED)))
     with serving(fake_engine) as server:
         browser.ready(server.base_url)

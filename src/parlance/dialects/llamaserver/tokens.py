@@ -12,13 +12,14 @@ chat completions body (read by OpenAI's chat dialect) and answers `{"prompt"}`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from parlance.core.errors import ParlanceError
 from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
-from parlance.dialects.base import ErrorResponse
+from parlance.dialects.answer_base import Asked, RenderPrompt
+from parlance.dialects.base import Call, ErrorResponse, Incoming
 from parlance.dialects.shared.llama_server import render_error
 from parlance.dialects.shared.wire import WireModel, parse_body
 
@@ -54,14 +55,17 @@ def _piece(raw: bytes) -> str | list[int]:
 class Tokenize:
     body_model = TokenizeBody
 
-    def parse(self, body: Any) -> TokenizeCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> TokenizeCall:
+        req = parse_body(self.body_model, incoming.body)
         content = req.content
         items: tuple[str | int, ...] = (
             () if content is None else (content,) if isinstance(content, str)
             else tuple(content))
         return TokenizeCall(TokenizeRequest(req.model, items, req.add_special,
                                             req.parse_special), req.with_pieces)
+
+    def asked(self, call: TokenizeCall) -> Asked:
+        return Asked(call.request.model, call.request)
 
     def render(self, call: TokenizeCall, tokens: tuple[Token, ...]) -> dict[str, Any]:
         if call.with_pieces:
@@ -75,21 +79,45 @@ class Tokenize:
 class Detokenize:
     body_model = DetokenizeBody
 
-    def parse(self, body: Any) -> DetokenizeRequest:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> DetokenizeRequest:
+        req = parse_body(self.body_model, incoming.body)
         return DetokenizeRequest(req.model, tuple(req.tokens))
 
-    def render(self, text: str) -> dict[str, Any]:
+    def asked(self, call: DetokenizeRequest) -> Asked:
+        return Asked(call.model, call)
+
+    def render(self, call: DetokenizeRequest, text: str) -> dict[str, Any]:
         return {"content": text}
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:
         return render_error(error)
 
 
-class ApplyTemplate:
-    """The answer of `/apply-template` (its body is a chat completions body)."""
+class ChatParser(Protocol):
+    """OpenAI's chat dialect, as `/apply-template` reads its body (given by the
+    registry: no dialect imports another)."""
 
-    def render(self, prompt: str) -> dict[str, Any]:
+    @property
+    def body_model(self) -> type[BaseModel]: ...
+
+    def parse(self, incoming: Incoming) -> Call: ...
+
+
+class ApplyTemplate:
+    """A chat rendered by the model's template, not evaluated (its body is a chat
+    completions body)."""
+
+    def __init__(self, chat: ChatParser) -> None:
+        self.chat = chat
+        self.body_model = chat.body_model
+
+    def parse(self, incoming: Incoming) -> Call:
+        return self.chat.parse(incoming)
+
+    def asked(self, call: Call) -> Asked:
+        return Asked(call.request.model or None, RenderPrompt(call.request))
+
+    def render(self, call: Call, prompt: str) -> dict[str, Any]:
         return {"prompt": prompt}
 
     def render_error(self, error: ParlanceError) -> ErrorResponse:

@@ -18,8 +18,8 @@ from pydantic import Field
 
 from parlance.core.decisions import YES, Answer, Decision, Kind, Option, Question, predicate
 from parlance.core.errors import InvalidRequest, ParlanceError
-from parlance.dialects.base import ErrorResponse
-from parlance.dialects.decision_base import Decided, DecisionCall
+from parlance.dialects.answer_base import Asked, Decided
+from parlance.dialects.base import ErrorResponse, Incoming
 from parlance.dialects.openai import errors
 from parlance.dialects.shared.wire import WireModel, parse_body
 
@@ -88,7 +88,9 @@ class DecisionsBody(WireModel):
 
 
 @dataclass(frozen=True, slots=True)
-class OpenAIDecisionCall(DecisionCall):
+class OpenAIDecisionCall:
+    decision: Decision
+    names: tuple[str | None, ...]  # each question's name, as the client gave it
     # Per question, what its answer names: a choice's values as typed, a score's level
     # labels (a predicate: none).
     values: tuple[tuple[str | bool, ...], ...] = ()
@@ -149,7 +151,8 @@ def question(index: int, q: PredicateQuestion | ChoiceQuestion | ScoreQuestion) 
 class OpenAIDecisions:
     body_model = DecisionsBody
 
-    def parse(self, body: Any) -> OpenAIDecisionCall:
+    def parse(self, incoming: Incoming) -> OpenAIDecisionCall:
+        body = incoming.body
         if isinstance(body, dict) and isinstance(body.get("questions"), dict):
             raise InvalidRequest("'questions' is an object: that is System One's body; send "
                                  "it to /v1/systemone. OpenAI's Decisions take an array.",
@@ -164,9 +167,12 @@ class OpenAIDecisions:
                                   tuple(q.name for q in req.questions),
                                   tuple(_values(q) for q in req.questions))
 
+    def asked(self, call: OpenAIDecisionCall) -> Asked:
+        return Asked(call.decision.model, call.decision)
+
     def render(self, call: OpenAIDecisionCall, decided: Decided) -> dict[str, Any]:
         answers = [_answer(name, values, answer) for name, values, answer
-                   in zip(call.keys, call.values, decided.answers, strict=True)]
+                   in zip(call.names, call.values, decided.answers, strict=True)]
         tokens = decided.input_tokens
         return {
             "model": decided.model,

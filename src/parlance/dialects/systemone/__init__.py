@@ -26,8 +26,8 @@ from parlance.core.errors import (
     ParlanceError,
     PayloadTooLarge,
 )
-from parlance.dialects.base import ErrorResponse
-from parlance.dialects.decision_base import Decided, DecisionCall
+from parlance.dialects.answer_base import Asked, Decided
+from parlance.dialects.base import ErrorResponse, Incoming
 from parlance.dialects.shared.llama_server import UNPROCESSABLE, render_error
 
 __all__ = ["PATHS", "SystemOne", "SystemOneBody", "SystemOneCall", "render_error"]
@@ -51,7 +51,9 @@ class SystemOneBody(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
-class SystemOneCall(DecisionCall):
+class SystemOneCall:
+    decision: Decision
+    keys: tuple[str, ...]  # the question ids, in order
     legends: tuple[tuple[str, ...], ...] = ()  # a score question's level strings
 
 
@@ -116,7 +118,8 @@ def _question(qid: str, raw: Any) -> tuple[Question, tuple[str, ...]]:
 class SystemOne:
     body_model = SystemOneBody
 
-    def parse(self, body: Any) -> SystemOneCall:
+    def parse(self, incoming: Incoming) -> SystemOneCall:
+        body = incoming.body
         if not isinstance(body, dict):
             raise InvalidRequest("The request body must be a JSON object.")
         model = body.get("model")
@@ -143,6 +146,9 @@ class SystemOne:
         decision = Decision(model or DEFAULT_MODEL, _text(state),
                             tuple(q for q, _ in parsed))
         return SystemOneCall(decision, tuple(questions), tuple(legend for _, legend in parsed))
+
+    def asked(self, call: SystemOneCall) -> Asked:
+        return Asked(call.decision.model, call.decision, any_model_name=True)
 
     def render(self, call: SystemOneCall, decided: Decided) -> dict[str, Any]:
         answers = {key: _answer(answer, legend) for key, legend, answer

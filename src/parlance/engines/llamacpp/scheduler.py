@@ -37,7 +37,7 @@ from parlance.core.errors import (
     Overloaded,
     ParlanceError,
 )
-from parlance.core.events import Failed, FinishReason, Progress, Usage
+from parlance.core.events import Failed, FinishReason, PromptProgress, Usage
 from parlance.engines.llamacpp.batch import DECODED, NO_ROOM, Batch
 from parlance.engines.llamacpp.draft_model import DraftModel
 from parlance.engines.llamacpp.draft_plan import ModelDrafts
@@ -417,7 +417,7 @@ class Scheduler:
         self.metrics.prompt_tokens_evaluated += chunk.count
         if group.prompt_logprobs:
             group.records += self._prompt_logprobs(group, chunk)
-        group.job.emit(Progress(end, len(spec.tokens), index=spec.indices[0]))
+        group.job.emit(PromptProgress(end, len(spec.tokens), index=spec.indices[0]))
         if end == len(spec.tokens):
             if spec.score is not None:
                 self._start_scoring(group, chunk.row + chunk.count - 1)

@@ -34,6 +34,7 @@ from parlance.engines.upstream.http1 import UpstreamHTTPError
 from parlance.engines.upstream.opening import Opener
 from parlance.engines.upstream.pool import Pool
 from parlance.engines.upstream.sse import DONE, SseSplitter, payloads, too_large
+from parlance.engines.upstream.tool_contract import ToolContract
 from parlance.engines.upstream.wire import EMBEDDINGS_PATH, SubRequest, request_body, sub_requests
 
 
@@ -68,13 +69,14 @@ class UpstreamEngine:
     async def start(self, request: GenerationRequest) -> UpstreamGeneration:
         if self._closed:
             raise ModelUnloaded()
+        contract = ToolContract.of(request)  # refuses a schema it cannot check, first
         subs = sub_requests(request, self.model)
         keys = {p: prefix_keys(request, prompt) for p, prompt in enumerate(request.prompts)}
         started = time.perf_counter()
         clip = self.clips(request)
         opened = await self._opener.open_all(subs, keys, clip=clip)
         generation = UpstreamGeneration(self._opener, self._running, request, opened, keys, clip,
-                                        started)
+                                        started, contract)
         self._running.add(generation)
         return generation
 

@@ -15,45 +15,25 @@ and for size, and otherwise kept as given.
 from __future__ import annotations
 
 import secrets
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
 from starlette.requests import Request
 
 from parlance.core.errors import InvalidRequest, PayloadTooLarge, ResourceNotFound
 from parlance.dialects.openai.errors import render_error
-from parlance.dialects.shared.wire import WireModel, parse_body
+from parlance.dialects.shared.wire import parse_body
+from parlance.server.body.conversation_shapes import (
+    MAX_TITLE,
+    DocumentShape,
+    ImportShape,
+    RenameShape,
+)
 from parlance.server.body.reader import read_json
 from parlance.server.endpoints.answering import answering
 from parlance.server.settings import ServerSettings
 from parlance.store.conversations import ConversationStore, ConversationSummary, encoded_size
 
-PATH = "/parlance/conversations"
-MAX_TITLE = 200
-MAX_IMPORT = 500
 ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-
-
-class MessageShape(WireModel):
-    """What the page needs of a message; everything else it wrote is kept as is."""
-    id: str = Field(min_length=1, max_length=100)
-    parent: str | None = None
-    role: Literal["user", "assistant", "system"]
-
-
-class DocumentShape(WireModel):
-    id: str | None = Field(default=None, min_length=1, max_length=100)
-    title: str = Field(default="", max_length=MAX_TITLE)
-    created_at: float | None = None
-    messages: list[MessageShape] = Field(default_factory=list)
-
-
-class ImportShape(WireModel):
-    conversations: list[dict[str, Any]] = Field(max_length=MAX_IMPORT)
-
-
-class RenameShape(WireModel):
-    title: str = Field(max_length=MAX_TITLE)
 
 
 def summary_json(summary: ConversationSummary) -> dict[str, Any]:
