@@ -1,9 +1,9 @@
 """The contract between a dialect whose calls the engine answers at once, without
 generating, and the one endpoint that serves them (`server/endpoints/engine_answers.py`):
-decisions (OpenAI `/v1/decisions`, System One `/v1/systemone`) and llama-server's token
-tools (`/tokenize`, `/detokenize`, `/apply-template`). The dialect reads the body into
-an `Asked` (the model and what the engine is asked) and shapes the answer; the
-endpoint does the I/O (body, model, engine)."""
+decisions (OpenAI `/v1/decisions`, System One `/v1/systemone`), rerank and
+llama-server's token tools (`/tokenize`, `/detokenize`, `/apply-template`). The
+dialect reads the body into an `Asked` (the model and what the engine is asked) and
+shapes the answer; the endpoint does the I/O (body, model, engine)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from parlance.core.decisions import Answer, Decision
 from parlance.core.errors import ParlanceError
 from parlance.core.request import GenerationRequest
+from parlance.core.rerank import RerankRequest
 from parlance.core.scoring import Scores
 from parlance.core.tokens import DetokenizeRequest, TokenizeRequest
 from parlance.dialects.base import ErrorResponse, Incoming
@@ -27,8 +28,9 @@ class RenderPrompt:
     request: GenerationRequest
 
 
-# What the engine is asked; the answer of each: Decided, tuple[Token, ...], str, str.
-Ask = Decision | TokenizeRequest | DetokenizeRequest | RenderPrompt
+# What the engine is asked; the answer of each: Decided, tuple[Token, ...], str, str,
+# Reranked.
+Ask = Decision | TokenizeRequest | DetokenizeRequest | RenderPrompt | RerankRequest
 
 
 @dataclass(frozen=True, slots=True)

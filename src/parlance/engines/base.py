@@ -14,6 +14,7 @@ from parlance.core.embeddings import EmbeddingRequest, Embeddings
 from parlance.core.events import Event
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import GenerationRequest
+from parlance.core.rerank import Reranked, RerankRequest
 from parlance.core.scoring import ScoreRequest, Scores
 from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.metrics import EngineMetrics
@@ -48,6 +49,9 @@ class Engine(Protocol):
         """Each prompt's continuations scored by teacher forcing, without generating
         (core/scoring.py). An engine that cannot see a prompt's log-probabilities
         refuses with `NotImplementedHere` (501)."""
+
+    async def rerank(self, request: RerankRequest) -> Reranked:
+        """One relevance score per document, by what the model is (core/rerank.py)."""
 
     async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
         """The model's tokens for the request's texts, ids passed through (refused:

@@ -30,6 +30,7 @@ from parlance.core.errors import ContextOverflow, InvalidRequest, ModelUnloaded,
 from parlance.core.events import Event, Failed, Finish, FinishReason, TextDelta, Usage
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
+from parlance.core.rerank import Reranked, RerankRequest
 from parlance.core.scoring import PromptScores, ScoreRequest, Scores
 from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.budget import output_budget
@@ -37,6 +38,7 @@ from parlance.engines.grammar import check_schemas
 from parlance.engines.metrics import EngineMetrics
 from parlance.engines.parsing.output import OutputParser
 from parlance.engines.parsing.syntax import HERMES, THINK, ReasoningMarkers, ToolSyntax
+from parlance.engines.reranking import by_yes_no
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +211,10 @@ class FakeEngine:
                         else tuple(-float(len(c)) for c in continuations))
             results.append(PromptScores(logprobs, info.n_tokens, 0))
         return Scores(tuple(results))
+
+    async def rerank(self, request: RerankRequest) -> Reranked:
+        """As an instruct model: by its "yes" (the scores `score_scripts` holds)."""
+        return await by_yes_no(self, request)
 
     async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
         """Words are tokens, each followed by a space; `add_special` puts `<s>` (id 0)

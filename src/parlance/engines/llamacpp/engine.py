@@ -13,12 +13,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import llama_cpp
 import llguidance
 
 from parlance.core.embeddings import EmbeddingRequest, Embeddings
-from parlance.core.errors import ContextOverflow, EngineFailure, InvalidRequest
+from parlance.core.errors import (
+    ContextOverflow,
+    EngineFailure,
+    InvalidRequest,
+    NotImplementedHere,
+)
 from parlance.core.events import Failed, Usage
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
+from parlance.core.rerank import Reranked, RerankRequest
 from parlance.core.scoring import PromptScores, ScoreRequest, Scores
 from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.llamacpp.draft_model import DraftModel
@@ -42,6 +49,7 @@ from parlance.engines.llamacpp.scoring import ScoreSpec
 from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
+from parlance.engines.reranking import by_cosine, by_yes_no
 
 DEFAULT_MAX_WAITING = 64
 T = TypeVar("T")
@@ -166,6 +174,20 @@ class LlamaCppEngine:
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return await self._off_loop(self.preparation.count, request.prompts[0], request)
+
+    async def rerank(self, request: RerankRequest) -> Reranked:
+        """An embedding model (its header names a pooling type) by cosine, any other
+        model by its "yes". A reranker (rank pooling) is refused: its classifier head is
+        not wired to the embedding context yet."""
+        arch = self.model.meta("general.architecture") or ""
+        pooling = self.model.meta(f"{arch}.pooling_type")
+        if pooling is not None and pooling == str(llama_cpp.LLAMA_POOLING_TYPE_RANK):
+            raise NotImplementedHere("This model is a reranker (rank pooling), whose scores "
+                                     "this server does not read yet; rerank with an "
+                                     "embedding or an instruct model.", param="model")
+        if pooling is not None:
+            return await by_cosine(self, request)
+        return await by_yes_no(self, request)
 
     async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
         return await self._off_loop(self._tokenize, request)

@@ -23,6 +23,7 @@ from parlance.core.errors import (
     UpstreamFailure,
 )
 from parlance.core.request import GenerationRequest
+from parlance.core.rerank import Reranked, RerankRequest
 from parlance.core.scoring import ScoreRequest, Scores
 from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.metrics import EngineMetrics
@@ -94,6 +95,9 @@ class UpstreamEngine:
             f"The model '{self.model}' is served by an upstream server, whose API does not "
             "return the log-probabilities of given answers, so it cannot score labels "
             "(decisions, rerank with an instruct model).", param="model")
+
+    async def rerank(self, request: RerankRequest) -> Reranked:
+        raise self._not_here("rerank (forward rerank requests to that server itself)")
 
     async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
         raise self._not_here("tokenize")

@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.decisions import Decision, answers, score_request
 from parlance.core.errors import ModelNotFound, ParlanceError
+from parlance.core.rerank import Reranked, RerankRequest
 from parlance.core.tokens import DetokenizeRequest, TokenizeRequest
 from parlance.dialects.answer_base import Answering, Ask, Asked, Decided, RenderPrompt
 from parlance.engines.base import Engine
@@ -55,6 +56,8 @@ class AnsweringEndpoint:
             return error_response(dialect.render_error, exc)
         if isinstance(answer, Decided):
             record.prompt_tokens = answer.scores.prompt_tokens
+        elif isinstance(answer, Reranked):
+            record.prompt_tokens = answer.prompt_tokens
         return JSONResponse(dialect.render(call, answer))
 
     def _model(self, asked: Asked) -> str | None:
@@ -75,6 +78,8 @@ async def perform(engine: Engine, ask: Ask, model: str) -> Any:
         return await engine.tokenize(ask)
     if isinstance(ask, DetokenizeRequest):
         return await engine.detokenize(ask)
+    if isinstance(ask, RerankRequest):
+        return await engine.rerank(ask)
     if isinstance(ask, RenderPrompt):
         return await engine.render_prompt(ask.request)
     raise TypeError(f"no engine work answers {type(ask).__name__}")
