@@ -67,4 +67,20 @@ async def test_images_are_not_supported(client):
         {"type": "input_image", "image_url": "data:image/png;base64,AA"}]}]}
     response = await client.post("/v1/decisions", json=body)
     assert response.status_code == 400
-    assert response.json()["error"]["param"] == "input"
+    assert response.json()["error"]["param"] == "input[0].content"
+
+
+async def test_any_input_item_is_read_as_text(client, fake_engine):
+    body = {**REQUEST, "questions": REQUEST["questions"][:1], "input": [
+        {"role": "system", "content": "Support desk."},
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "Charged twice.",
+             "prompt_cache_breakpoint": {"mode": "explicit"}},
+            {"type": "input_json", "data": {"order": 7}}]},
+        {"type": "function_call", "name": "lookup", "arguments": "{}", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "paid twice"}]}
+    response = await client.post("/v1/decisions", json=body)
+    assert response.status_code == 200, response.text
+    user = fake_engine.score_requests[-1].generation.prompts[0].messages[-1].content
+    assert ("System: Support desk.\n\nUser: Charged twice.\n{\"order\": 7}\n\n"
+            "Tool call lookup: {}\n\nTool output: paid twice") in user

@@ -1,9 +1,11 @@
 """OpenAI's Decisions API (`POST /v1/decisions`, beta since 2026-10-06), shapes from the
 openai SDKs' types (`decision_create_params.py`, `decision.py`).
 
-`input` is a string or user messages of `input_text` parts; `questions` an ordered
-array of `predicate`, `choice` (typed values: `"true"` is not `true`) and `score`
-(levels, lowest first). Answers come back in question order with `name` (null when
+`input` is a string or an array of items (messages of any role, with text and JSON
+parts; function and custom tool calls and their outputs), all read by the model as
+text; `questions` an ordered array (1–400) of `predicate`, `choice` (typed values:
+`"true"` is not `true`) and `score` (levels, lowest first), whose `instructions` are a
+string or parts. Answers come back in question order with `name` (null when
 not given). Images are a 400 (no model here reads them). A body whose `questions`
 is an object is System One's shape: refused naming `/v1/systemone`.
 Errors: OpenAI's envelope.
@@ -11,6 +13,7 @@ Errors: OpenAI's envelope.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -23,27 +26,41 @@ from parlance.dialects.base import ErrorResponse, Incoming
 from parlance.dialects.openai import errors
 from parlance.dialects.shared.wire import WireModel, parse_body
 
-MAX_QUESTIONS = 2000  # the answers' maxItems in OpenAI's reference
+MAX_QUESTIONS = 400  # "Ask 1–400 questions" (the SDK's DecisionCreateParams)
 MAX_CHOICES = 255
 MIN_LEVELS, MAX_LEVELS = 2, 10
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 
-class TextPart(WireModel):
-    type: Literal["input_text"]
-    text: str
+class Part(WireModel):
+    """A content part: text (`input_text`, an assistant's `output_text`, `refusal`), JSON
+    data rendered as text (`input_json`), or an image (refused: no model here reads
+    them). Prompt-cache breakpoints are accepted and ignored (the engine caches every
+    prefix)."""
 
-
-class ImagePart(WireModel):
-    type: Literal["input_image"]
+    type: Literal["input_text", "output_text", "refusal", "input_json", "input_image"]
+    text: str | None = None
+    refusal: str | None = None
+    data: dict[str, Any] | list[dict[str, Any]] | None = None
     image_url: str | None = None
-    detail: str | None = None
 
 
-class InputMessage(WireModel):
-    role: Literal["user"]
-    content: str | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]]
-    type: Literal["message"] | None = None
+ItemType = Literal["message", "function_call", "function_call_output", "custom_tool_call",
+                   "custom_tool_call_output"]
+
+
+class InputItem(WireModel):
+    """A message (user, developer, system or assistant), or a function or custom tool
+    call or its output, which the model reads as text."""
+
+    type: ItemType = "message"
+    role: Literal["user", "developer", "system", "assistant"] | None = None
+    content: str | list[Part] | None = None
+    name: str | None = None
+    arguments: str | None = None
+    input: str | None = None
+    call_id: str | None = None
+    output: str | list[Part] | None = None
 
 
 class ChoiceValue(WireModel):
@@ -56,22 +73,25 @@ class Level(WireModel):
     description: str | None = None
 
 
+Instructions = NonEmpty | Annotated[list[Part], Field(min_length=1)]
+
+
 class PredicateQuestion(WireModel):
     type: Literal["predicate"]
-    instructions: NonEmpty
+    instructions: Instructions
     name: str | None = None
 
 
 class ChoiceQuestion(WireModel):
     type: Literal["choice"]
-    instructions: NonEmpty
+    instructions: Instructions
     name: str | None = None
     choices: list[ChoiceValue]
 
 
 class ScoreQuestion(WireModel):
     type: Literal["score"]
-    instructions: NonEmpty
+    instructions: Instructions
     name: str | None = None
     levels: list[Level]
 
@@ -82,9 +102,11 @@ AnyQuestion = Annotated[PredicateQuestion | ChoiceQuestion | ScoreQuestion,
 
 class DecisionsBody(WireModel):
     model: str
-    input: str | list[InputMessage]
+    input: str | Annotated[list[InputItem], Field(min_length=1)]
     questions: list[AnyQuestion]
     safety_identifier: str | None = None
+    prompt_cache_key: str | None = None  # accepted; the engine caches every prefix
+    prompt_cache_options: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,26 +130,66 @@ def value_label(value: str | bool) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else value
 
 
-def context_text(value: str | list[InputMessage]) -> str:
+def part_text(part: Part, param: str) -> str:
+    if part.type == "input_image":
+        raise InvalidRequest("This server's models do not read images.", param=param,
+                             code="unsupported_value")
+    if part.type == "input_json":
+        return json.dumps(part.data, ensure_ascii=False)
+    value = part.refusal if part.type == "refusal" else part.text
+    if value is None:
+        raise InvalidRequest(f"A '{part.type}' part needs its "
+                             f"{'refusal' if part.type == 'refusal' else 'text'}.",
+                             param=param)
+    return value
+
+
+def content_text(value: str | list[Part] | None, param: str) -> str:
+    if value is None:
+        raise InvalidRequest("This item needs its content.", param=param)
     if isinstance(value, str):
         return value
-    texts = []
-    for message in value:
-        if isinstance(message.content, str):
-            texts.append(message.content)
-            continue
-        for part in message.content:
-            if isinstance(part, ImagePart):
-                raise InvalidRequest("This server's models do not read images; 'input' "
-                                     "may hold input_text parts only.", param="input",
-                                     code="unsupported_value")
-            texts.append(part.text)
-    return "\n\n".join(texts)
+    return "\n".join(part_text(p, param) for p in value)
+
+
+_ROLES = {"user": "User", "developer": "Developer", "system": "System",
+          "assistant": "Assistant"}
+
+
+def item_text(item: InputItem, index: int) -> str:
+    """One input item as the model reads it: a message's text after its role, a call
+    with its arguments, an output."""
+    where = f"input[{index}]"
+    if item.type == "message":
+        if item.role is None:
+            raise InvalidRequest("A message needs its role.", param=f"{where}.role")
+        return f"{_ROLES[item.role]}: {content_text(item.content, f'{where}.content')}"
+    if item.type in ("function_call", "custom_tool_call"):
+        if not item.name:
+            raise InvalidRequest("A call needs its name.", param=f"{where}.name")
+        given = item.arguments if item.type == "function_call" else item.input
+        return f"Tool call {item.name}: {given or ''}"
+    return f"Tool output: {content_text(item.output, f'{where}.output')}"
+
+
+def context_text(value: str | list[InputItem]) -> str:
+    if isinstance(value, str):
+        return value
+    if len(value) == 1 and value[0].type == "message" and value[0].role == "user":
+        return content_text(value[0].content, "input[0].content")
+    return "\n\n".join(item_text(item, i) for i, item in enumerate(value))
+
+
+def instructions_text(value: str | list[Part], index: int) -> str:
+    if isinstance(value, str):
+        return value
+    return "\n".join(part_text(p, f"questions[{index}].instructions") for p in value)
 
 
 def question(index: int, q: PredicateQuestion | ChoiceQuestion | ScoreQuestion) -> Question:
+    instructions = instructions_text(q.instructions, index)
     if isinstance(q, PredicateQuestion):
-        return predicate(q.instructions)
+        return predicate(instructions)
     if isinstance(q, ChoiceQuestion):
         labels = [value_label(c.value) for c in q.choices]
         if not 2 <= len(labels) <= MAX_CHOICES or len(set(labels)) != len(labels):
@@ -137,13 +199,13 @@ def question(index: int, q: PredicateQuestion | ChoiceQuestion | ScoreQuestion) 
         if any(not label.strip() for label in labels):
             raise InvalidRequest("A choice's value must not be empty.",
                                  param=f"questions[{index}].choices")
-        return Question(Kind.CHOICE, q.instructions,
+        return Question(Kind.CHOICE, instructions,
                         tuple(Option(label, c.description)
                               for label, c in zip(labels, q.choices, strict=True)))
     if not MIN_LEVELS <= len(q.levels) <= MAX_LEVELS:
         raise InvalidRequest(f"A score question needs {MIN_LEVELS} to {MAX_LEVELS} levels.",
                              param=f"questions[{index}].levels")
-    return Question(Kind.SCORE, q.instructions,
+    return Question(Kind.SCORE, instructions,
                     tuple(Option(str(i), f"{lv.label}: {lv.description}" if lv.description
                                  else lv.label) for i, lv in enumerate(q.levels)))
 
