@@ -26,7 +26,12 @@ from typing import Any
 log = logging.getLogger("mkdocs.hooks.generated")
 MARKER = re.compile(r"<!--\s*generated:\s*([a-z-]+)\s*-->")
 
-# Which docs page explains a path (longest prefix wins); relative to docs/.
+# Which docs page explains an API's routes, by its OpenAPI tag (the API's name), where one
+# page explains them all; relative to docs/.
+TAG_PAGES: dict[str, str] = {
+    "Gemini": "apis/gemini.md",
+}
+# Otherwise, which page explains a path (longest prefix wins).
 PAGES: tuple[tuple[str, str], ...] = (
     ("/v1/chat/completions", "apis/openai-chat.md"),
     ("/chat/completions", "apis/openai-chat.md"),
@@ -156,7 +161,7 @@ def endpoints_markdown(here: str) -> str:
             shown = f"`{path}`"
             if path.startswith("/v1/") and (method, path.removeprefix("/v1")) in paths:
                 shown += f" (also `{path.removeprefix('/v1')}`)"
-            page = _page_of(path)
+            page = TAG_PAGES.get(tag) or _page_of(path)
             if page is None:
                 log.warning("%s %s: no docs page explains it (add it to PAGES in %s)",
                             method, path, Path(__file__).name)
