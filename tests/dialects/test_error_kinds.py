@@ -85,6 +85,25 @@ def check_gemini(rendered: ErrorResponse) -> None:
     assert error["status"] in GEMINI_NAMES
 
 
+# llama-server's own endpoints (System One, the token tools): the statuses of its
+# System One wire-contract test, and HTTP's own
+LLAMA_SERVER_STATUSES = {400, 401, 403, 404, 405, 408, 413, 422, 429, 500, 501, 502, 503,
+                         504, 507}
+LLAMA_SERVER_TYPES = {"invalid_request_error", "exceed_context_size_error",
+                      "authentication_error", "not_found_error", "request_too_large_error",
+                      "unprocessable_entity_error", "rate_limit_error", "not_supported_error",
+                      "unavailable_error", "server_error"}
+
+
+def check_llama_server(rendered: ErrorResponse) -> None:
+    assert rendered.status in LLAMA_SERVER_STATUSES
+    assert set(rendered.body) == {"error"}
+    error = rendered.body["error"]
+    assert set(error) == {"code", "message", "type"}
+    assert error["code"] == rendered.status and error["message"]
+    assert error["type"] in LLAMA_SERVER_TYPES
+
+
 def check_any(rendered: ErrorResponse) -> None:
     """What every API's envelope holds to: an error status and a JSON object."""
     assert 400 <= rendered.status < 600
@@ -95,7 +114,8 @@ Renderer = Callable[[ParlanceError], ErrorResponse]
 # Each API's own contract; an API not named here is held to `check_any` until it is
 CHECKS: dict[str, Callable[[ErrorResponse], None]] = {
     "OpenAI": check_openai, "Anthropic": check_anthropic, "Ollama": check_ollama,
-    "LM Studio": check_lmstudio, "Gemini": check_gemini}
+    "LM Studio": check_lmstudio, "Gemini": check_gemini, "System One": check_llama_server,
+    "llama-server": check_llama_server}
 
 
 def _renderers() -> dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]]:
@@ -106,7 +126,7 @@ def _renderers() -> dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]]:
         check = CHECKS.get(entry.name, check_any)
         found[entry.name] = (entry.render_error, check)
         made = entry.routes(services)
-        speakers = [*made.generation, *made.embeddings, *made.counting]
+        speakers = [*made.generation, *made.embeddings, *made.counting, *made.answering]
         for path, speaker in speakers:
             found[f"{entry.name} {path}"] = (speaker.render_error, check)
         for listed in made.models:

@@ -33,6 +33,11 @@ def checked_error(path: str, response: httpx.Response) -> dict[str, Any]:
         return {"message": ollama_contract.check_error(body)}
     assert isinstance(body, dict) and set(body) == {"error"}, body
     error = body["error"]
+    if path.startswith(("/v1/systemone", "/systemone", "/tokenize", "/detokenize",
+                        "/apply-template")):  # llama-server's envelope
+        assert set(error) == {"code", "message", "type"}, error
+        assert error["code"] == response.status_code and error["message"], error
+        return error
     if path.startswith("/api/"):
         check_error(error)
         return error

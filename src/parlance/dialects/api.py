@@ -6,10 +6,11 @@ runs (by path), the OpenAPI document's tags and examples, where an API key may b
 and the tests' error-kinds and independence checks all iterate over that tuple, so
 adding an API is writing its package and adding one line there.
 
-An API's routes are of four generic kinds, each served by one generic endpoint:
+An API's routes are of five generic kinds, each served by one generic endpoint:
 generation (`base.Dialect`, the generation handler), embeddings
-(`embedding_base.EmbeddingDialect`), token counting (`Counting`) and the model list
-(`ModelListing`). Endpoints that are one API's own (Responses' stored responses,
+(`embedding_base.EmbeddingDialect`), token counting (`Counting`), the model list
+(`ModelListing`) and calls the engine answers at once (`answer_base.Answering`:
+decisions, token tools). Endpoints that are one API's own (Responses' stored responses,
 Ollama's and LM Studio's model management) are wired by the server itself.
 """
 
@@ -24,6 +25,7 @@ from pydantic import BaseModel
 
 from parlance.core.errors import ParlanceError
 from parlance.core.model_facts import ModelFacts
+from parlance.dialects.answer_base import Answering
 from parlance.dialects.base import Call, Dialect, ErrorResponse, Incoming
 from parlance.dialects.embedding_base import EmbeddingDialect
 from parlance.dialects.shared.sealed import Sealer
@@ -84,6 +86,7 @@ class Routes:
     embeddings: tuple[tuple[str, EmbeddingDialect[Any]], ...] = ()
     counting: tuple[tuple[str, Counting], ...] = ()
     models: tuple[ModelRoutes, ...] = ()
+    answering: tuple[tuple[str, Answering[Any]], ...] = ()  # answered at once, no generation
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from parlance.server.calls.background import BackgroundRuns
 from parlance.server.endpoints.api_docs import ApiDocs
 from parlance.server.endpoints.conversations import ConversationEndpoints
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
+from parlance.server.endpoints.engine_answers import AnsweringEndpoint
 from parlance.server.endpoints.info import InfoEndpoints
 from parlance.server.endpoints.lmstudio_models import LMStudioModels
 from parlance.server.endpoints.metrics import MetricsEndpoint
@@ -132,6 +133,11 @@ def _api_routes(tag: str, made: Routes, models: ServedModels, settings: ServerSe
     for path, counter in made.counting:
         routes.append(Route(path, TokenCounts(counter, models, settings, tag).count,
                             methods=["POST"]))
+    answerers: dict[int, AnsweringEndpoint] = {}
+    for path, answerer in made.answering:
+        answering = answerers.get(id(answerer)) or answerers.setdefault(
+            id(answerer), AnsweringEndpoint(answerer, models, settings, tag))
+        routes.append(Route(path, answering.handle, methods=["POST"]))
     for listed in made.models:
         every = ModelList(listed.listing, models, settings, tag, one=False)
         one = ModelList(listed.listing, models, settings, tag, one=True)

@@ -36,6 +36,7 @@ from parlance.dialects.api import Services
 from parlance.dialects.apis import APIS
 from parlance.dialects.gemini.embed import BatchEmbedRequest, EmbedContentRequest
 from parlance.dialects.gemini.request import CountTokensRequest, GenerateContentRequest
+from parlance.dialects.llamaserver.tokens import DetokenizeBody, TokenizeBody
 from parlance.dialects.lmstudio.models import DownloadRequest, LoadRequest, UnloadRequest
 from parlance.dialects.lmstudio.request import ChatRequest as LMStudioChatRequest
 from parlance.dialects.ollama.embed import EmbedBody as OllamaEmbedBody
@@ -50,10 +51,12 @@ from parlance.dialects.ollama.request import ChatRequest as OllamaChatRequest
 from parlance.dialects.ollama.request import GenerateRequest as OllamaGenerateRequest
 from parlance.dialects.openai.chat import ChatRequest
 from parlance.dialects.openai.completions import CompletionRequest
+from parlance.dialects.openai.decisions import DecisionsBody
 from parlance.dialects.openai.embeddings import EmbeddingsBody
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.request import ResponsesRequest
 from parlance.dialects.shared.sealed import Sealer
+from parlance.dialects.systemone import SystemOneBody
 from parlance.engines.fake import FakeEngine
 from parlance.models.gguf import GgufHeader, read_gguf_header
 from tests.support.anthropic_contract import stream_events
@@ -207,6 +210,29 @@ GEMINI_EMBED = {"content": {"parts": [{"text": "Hi"}]}, "outputDimensionality": 
                 "taskType": "RETRIEVAL_QUERY"}
 GEMINI = "/v1beta/models/fake-model"
 
+DECISIONS_BODIES = (
+    {"model": "fake-model", "input": "I was charged twice.",
+     "questions": [{"type": "predicate", "instructions": "Charged twice?", "name": "twice"},
+                   {"type": "choice", "instructions": "Team?",
+                    "choices": [{"value": "billing"}, {"value": True, "description": "d"}]},
+                   {"type": "score", "instructions": "Urgency?",
+                    "levels": [{"label": "low"}, {"label": "high", "description": "d"}]}]},
+    {"model": "fake-model", "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "Hi"}]}],
+     "questions": [{"type": "predicate", "instructions": "Greeting?"}]},
+)
+SYSTEMONE_BODIES = (
+    {"state": "I was charged twice.", "questions": {
+        "route": {"type": "choice", "instructions": "Team?",
+                  "criteria": {"billing": None, "shipping": "parcels"}},
+        "angry": {"type": "noul", "instructions": "Angry?",
+                  "criteria": {"true": "yes", "false": "no"}},
+        "urgency": {"type": "score", "instructions": {"ask": "Urgency?"},
+                    "criteria": ["low", "high"]}}},
+    {"model": "jev-latest", "state": {"ticket": [1, 2]},
+     "questions": {"q": {"type": "noul", "instructions": "Angry?"}}},
+)
+
 ROUTES = (
     PostRoute("/v1/chat/completions", ChatRequest, CHAT_BODIES),
     PostRoute("/v1/completions", CompletionRequest, COMPLETION_BODIES),
@@ -257,6 +283,13 @@ ROUTES = (
         examples=60),
     PostRoute("/v1/models/fake-model:generateContent", GenerateContentRequest,
               GEMINI_BODIES[:1], examples=40),
+    PostRoute("/v1/decisions", DecisionsBody, DECISIONS_BODIES, examples=60),
+    PostRoute("/v1/systemone", SystemOneBody, SYSTEMONE_BODIES, examples=60),
+    PostRoute("/tokenize", TokenizeBody, ({"content": "a b", "with_pieces": True},
+                                          {"content": ["a", 0], "add_special": True}),
+              examples=40),
+    PostRoute("/detokenize", DetokenizeBody, ({"tokens": [0]},), examples=40),
+    PostRoute("/apply-template", ChatRequest, CHAT_BODIES[:1], examples=40),
 )
 
 # -- bodies ---------------------------------------------------------------------------
@@ -531,7 +564,8 @@ def test_every_registered_dialect_is_fuzzed() -> None:
     for entry in APIS:
         made = entry.routes(Services(Sealer.ephemeral()))
         speakers: dict[type, set[str]] = {}
-        for path, speaker in (*made.generation, *made.embeddings, *made.counting):
+        for path, speaker in (*made.generation, *made.embeddings, *made.counting,
+                              *made.answering):
             speakers.setdefault(type(speaker), set()).add(path.replace("{model}", "fake-model"))
         for kind, paths in speakers.items():
             assert paths & fuzzed, f"fuzz one of {sorted(paths)} ({entry.name} {kind.__name__})"

@@ -148,7 +148,11 @@ def test_operations_are_grouped_by_the_api_they_belong_to(document):
     tags = {f"{method.upper()} {path}": op["tags"] for path, ops in document["paths"].items()
             for method, op in ops.items()}
     assert set().union(*map(set, tags.values())) == {
-        "OpenAI", "Anthropic", "Ollama", "LM Studio", "Gemini", "Server"}
+        "OpenAI", "Anthropic", "Ollama", "LM Studio", "Gemini", "System One", "llama-server",
+        "Server"}
+    assert tags["POST /v1/systemone"] == ["System One"]
+    assert tags["POST /v1/decisions"] == ["OpenAI"]
+    assert tags["POST /tokenize"] == tags["POST /apply-template"] == ["llama-server"]
     assert tags["POST /v1/chat/completions"] == tags["GET /v1/responses/{response_id}"] == [
         "OpenAI"]
     assert tags["POST /api/chat"] == tags["POST /api/embed"] == tags["GET /api/tags"] == [

@@ -9,6 +9,7 @@ from parlance.dialects.api import Routes, Services, with_unversioned
 from parlance.dialects.openai import errors
 from parlance.dialects.openai.chat import OpenAIChat
 from parlance.dialects.openai.completions import OpenAICompletions
+from parlance.dialects.openai.decisions import OpenAIDecisions
 from parlance.dialects.openai.embeddings import OpenAIEmbeddings
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.compact import ResponsesCompaction
@@ -25,7 +26,8 @@ def routes(services: Services) -> Routes:
                     *with_unversioned("/v1/responses", OpenAIResponses(services.sealer)),
                     *with_unversioned("/v1/responses/compact",
                                       ResponsesCompaction(services.sealer))),
-        embeddings=with_unversioned("/v1/embeddings", embeddings))
+        embeddings=with_unversioned("/v1/embeddings", embeddings),
+        answering=with_unversioned("/v1/decisions", OpenAIDecisions()))
 
 
 API = api.API(
@@ -38,4 +40,11 @@ API = api.API(
         OpenAIResponses.body_model: {"model": _MODEL, "input": "Hello!"},
         ResponsesCompaction.body_model: {"model": _MODEL, "input": _HELLO},
         OpenAIEmbeddings.body_model: {"model": _MODEL, "input": "Hello!"},
+        OpenAIDecisions.body_model: {
+            "model": _MODEL, "input": "I was charged twice for the same renewal.",
+            "questions": [
+                {"type": "predicate", "name": "duplicate_charge",
+                 "instructions": "Was the customer charged more than once?"},
+                {"type": "choice", "name": "category", "instructions": "Classify the ticket.",
+                 "choices": [{"value": "billing"}, {"value": "technical"}]}]},
     })

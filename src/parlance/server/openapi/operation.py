@@ -97,6 +97,12 @@ def embedding(dialect: EmbeddingDialect[Any], tag: str) -> Operation:
                      dialect.body_model)
 
 
+def answering(dialect: Any, tag: str) -> Operation:
+    """A route the engine answers at once, one JSON object (`answer_base.Answering`)."""
+    return Operation(tag, _summary(dialect), (dialect.render_error,), JSON,
+                     dialect.body_model)
+
+
 def counting(dialect: Counting, tag: str) -> Operation:
     return Operation(tag, _summary(dialect), (dialect.render_error,), JSON,
                      dialect.body_model)
