@@ -55,6 +55,10 @@ class ToolContract:
             return None
         return cls(request.callable_tools)
 
+    def fresh(self) -> ToolContract:
+        """The same promise, for another answer."""
+        return ToolContract(tuple(self._tools.values()))
+
     def breach(self, events: list[Event]) -> str | None:
         """What in `events` breaks the contract (our words, never the upstream's)."""
         for event in events:
