@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from parlance.core.errors import InvalidRequest, ParlanceError
+from parlance.core.errors import InsufficientStorage, InvalidRequest, ParlanceError
 from parlance.models.download_job import DownloadJob
 from parlance.models.download_policy import (
     failure,
@@ -28,6 +28,10 @@ def test_a_failed_download_is_the_urls_fault_unless_the_file_could_not_be_writte
     assert type(ours) is ParlanceError and ours.kind == "internal"
     job.error = None
     assert failure(job).message == "download failed"
+    job.no_room, job.error = True, "not enough free disk space (it needs 9 more bytes, …)"
+    full = failure(job)  # issue 39: was a 500
+    assert isinstance(full, InsufficientStorage) and full.status == 507
+    assert full.message == job.error
 
 
 async def test_a_link_that_is_no_gguf_file_is_the_clients_mistake(tmp_path):

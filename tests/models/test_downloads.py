@@ -110,6 +110,9 @@ def test_destination_of_hugging_face_and_other_hosts(tmp_path: Path) -> None:
     ("https://example.org/", "direct link to a .gguf file"),
     ("https://huggingface.co/owner/repo/blob/main/model.gguf", "resolve"),
     ("https://example.org/a/..%2F..%2Fx.gguf", "unsafe"),
+    ("https://example.org/" + "m" * 295 + ".gguf", "too long"),  # `.part` too: 305 bytes
+    ("https://example.org/" + "é" * 126 + ".gguf", "too long"),  # 252 bytes, 257 as .part
+    ("https://" + "h" * 250 + ".org/m.gguf", "too long"),
 ])
 async def test_bad_urls_are_refused(manager: DownloadManager, url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -474,6 +477,25 @@ async def test_a_disk_that_fills_while_writing_stops_the_job(
     finally:
         await manager.aclose()
     assert failed["status"] == "failed" and "not enough free disk" in failed["error"]
+    assert not part.exists() and ggufs(tmp_path) == []
+
+
+async def test_a_file_of_unknown_size_stops_before_the_reserve_not_64_mib_past_it(
+    base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39: the free disk was looked at every 64 MiB, so a download whose size was
+    not announced could fill the disk to 0 bytes free before the first look."""
+    part = tmp_path / "models/127.0.0.1/m.gguf.part"
+    room = HALF
+    monkeypatch.setattr(download_job.shutil, "disk_usage", Disk(room + 1000, part))
+    manager = make_manager(tmp_path / "models", limits=DownloadLimits(min_free_bytes=1000))
+    try:
+        job = await manager.start(f"{base_url}/unsized/m.gguf")
+        failed = await settle(manager, job["job_id"])
+    finally:
+        await manager.aclose()
+    assert failed["status"] == "failed" and "not enough free disk" in failed["error"]
+    assert manager.job(job["job_id"]).downloaded <= room  # the reserve was never touched
     assert not part.exists() and ggufs(tmp_path) == []
 
 

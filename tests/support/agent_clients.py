@@ -25,10 +25,13 @@ def claude_env(base_url: str, home: Path) -> dict[str, str]:
             "CLAUDE_STREAM_IDLE_TIMEOUT_MS": str(TURN_TIMEOUT * 1000)}
 
 
-def codex_config(base_url: str, *, websockets: bool) -> str:
+def codex_config(base_url: str, *, websockets: bool, model: str = "smollm2-135m-instruct",
+                 extra: tuple[str, ...] = ()) -> str:
+    """`extra`: top-level settings lines, e.g. `model_auto_compact_token_limit = 1000`."""
     return "\n".join([
-        'model = "smollm2-135m-instruct"',
+        f'model = "{model}"',
         'model_provider = "parlance"',
+        *extra,
         "",
         "[model_providers.parlance]",
         'name = "Parlance"',

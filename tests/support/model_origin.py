@@ -68,7 +68,8 @@ async def serve(request: Request) -> Response:
     if (rng := request.headers.get("range")) and mode != "norange":
         start, status = int(rng.removeprefix("bytes=").rstrip("-")), 206
         headers["content-range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
-    headers["content-length"] = str(len(data) - start)
+    if mode != "unsized":  # unsized: no length announced (chunked)
+        headers["content-length"] = str(len(data) - start)
     drop_at = DROP_AT if mode == "drop" and origin.hits[path] == 1 else None
     gate = origin.gate if mode == "gated" else None
     return StreamingResponse(_body(data, start, drop_at, gate), status_code=status,

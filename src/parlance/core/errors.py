@@ -11,6 +11,7 @@ otherwise (`dialects/*/errors.py`).
     ├── AuthenticationFailed    missing or wrong API key
     ├── Forbidden               a browser request from a foreign origin or for a foreign host
     ├── ModelNotFound           no model by that id or alias
+    ├── ModelUnusable           the model's file cannot be loaded (422)
     ├── RouteNotFound           no such endpoint
     ├── ResourceNotFound        no stored object by that id
     ├── MethodNotAllowed        the endpoint exists, not with this method
@@ -25,6 +26,7 @@ otherwise (`dialects/*/errors.py`).
     ├── ToolServerUnreachable   an MCP server the request named cannot be used
     │   └── ToolServerFailed    the operator's configured MCP server (a plugin) failed
     ├── NotImplementedHere      a documented feature this server does not offer
+    ├── InsufficientStorage     the server's disk has no room for it (507)
     └── EngineFailure           the engine broke while generating
         └── UpstreamFailure     an upstream server failed the request (502)
 """
@@ -81,6 +83,15 @@ class ModelNotFound(ParlanceError):
             code="model_not_found",
         )
         self.model = model
+
+
+class ModelUnusable(ParlanceError):
+    """The model exists, and its file is no model llama.cpp can load (truncated, corrupt,
+    an architecture it does not know): the request names a model this server cannot
+    run. The message never names a path on the server (the log does)."""
+
+    kind = "model_unusable"
+    status = 422
 
 
 class RouteNotFound(ParlanceError):
@@ -185,6 +196,13 @@ class ToolServerFailed(ToolServerUnreachable):
 class NotImplementedHere(ParlanceError):
     kind = "not_implemented"
     status = 501
+
+
+class InsufficientStorage(ParlanceError):
+    """Nothing wrong with the request: the disk keeps no room for what it asks (507)."""
+
+    kind = "insufficient_storage"
+    status = 507
 
 
 class EngineFailure(ParlanceError):

@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from parlance.core.errors import ToolServerFailed, ToolServerUnreachable
 from parlance.core.events import ToolRefused, ToolsListed
 from parlance.core.tools import ToolProvider, ToolServerRef, ToolSpec
+from parlance.engines.json_schema import SchemaCheck, SchemaUnreadable
 from parlance.integrations.address_guard import check_public_url
 from parlance.integrations.mcp_session import (
     Endpoint,
@@ -148,12 +147,12 @@ class Toolbox:
         if not isinstance(value, dict):
             return ToolRefused("invalid_arguments",
                                f"Arguments for tool {name} must be a JSON object.")
-        try:
-            problem = next(Draft202012Validator(tool.tool.input_schema).iter_errors(value), None)
-        except SchemaError:
-            problem = None  # the server's schema is broken; let the server judge
+        try:  # linear in the arguments: the server's `pattern`s never backtrack
+            problem = SchemaCheck(tool.tool.input_schema).breach(value)
+        except SchemaUnreadable:
+            problem = None  # a schema this check cannot read: let the server judge
         if problem is not None:
-            where = "/".join(str(p) for p in problem.absolute_path) or "arguments"
+            where = problem.where.lstrip("/") or "arguments"
             return ToolRefused("invalid_arguments",
                                f"Invalid arguments for tool {name}: {where}: {problem.message}.")
         return value

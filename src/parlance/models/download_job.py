@@ -37,7 +37,13 @@ log = logging.getLogger("parlance.models")
 
 GGUF_MAGIC = b"GGUF"
 RATE_WINDOW = 5.0  # seconds of recent transfer behind bytes_per_second: a stall shows soon
-DISK_CHECK_EVERY = 64 * 2**20  # bytes written between checks of the free disk
+PART = ".part"  # the suffix of a file being downloaded
+# The free disk is looked at again before a write would pass what the last look left
+# above the reserve, and after this many bytes at most (something else may write too).
+DISK_CHECK_EVERY = 64 * 2**20
+# A look allows a job this share of the room it saw, so the jobs that may run at once
+# (four by default: --download-max-jobs) together never write past the reserve.
+SHARERS = 4
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
 
@@ -113,7 +119,7 @@ class DownloadJob:
         self.id = f"job_{secrets.token_hex(5)}"
         self.url = url
         self.dest = dest
-        self.part = dest.with_name(dest.name + ".part")
+        self.part = dest.with_name(dest.name + PART)
         self.state = "downloading"
         self.total: int | None = None
         self.downloaded = 0
@@ -125,6 +131,7 @@ class DownloadJob:
         self.headers_seen = asyncio.Event()
         self.ended = asyncio.Event()  # completed, failed or paused: followers stop waiting
         self.failed_here = False  # the failure is this server's (writing the file), not the URL's
+        self.no_room = False  # ... because the disk keeps no room for the file
         self.followers = 0  # pulls following it now (`DownloadManager.follow`)
         self.unfollowed = False  # someone asked for it without following it: it runs on
         self._timeout = timeout
@@ -177,7 +184,7 @@ class DownloadJob:
             self._fail(str(exc))
         except NoRoom as exc:
             self.part.unlink(missing_ok=True)
-            self.failed_here = True
+            self.failed_here = self.no_room = True
             self._fail(str(exc))
         except DownloadError as exc:
             self._fail(str(exc))
@@ -233,15 +240,17 @@ class DownloadJob:
                 self._magic_ok = False
             if self.total is not None:
                 self._check_room(self.total - offset)
-            checked = offset
+            allowance = 0  # bytes this job may write before it looks at the disk again
             # Buffered appends to a local file: cheap enough to do on the event loop.
             with open(self.part, "ab" if offset else "wb") as out:  # noqa: ASYNC230
                 async for chunk in response.aiter_bytes():
+                    if len(chunk) > allowance:
+                        out.flush()  # the disk's figure counts what was written
+                        room = self._check_room(len(chunk))
+                        allowance = min(room // SHARERS, DISK_CHECK_EVERY)
                     out.write(chunk)
+                    allowance -= len(chunk)
                     self.downloaded += len(chunk)
-                    if self.downloaded - checked >= DISK_CHECK_EVERY:
-                        checked = self.downloaded
-                        self._check_room(0)
                     self._received += len(chunk)
                     self._rate.add(len(chunk))
                     if not self._magic_ok and self.downloaded >= len(GGUF_MAGIC):
@@ -281,13 +290,15 @@ class DownloadJob:
             raise _Retry("the file changed size on the server; restarting")
         self.total = total
 
-    def _check_room(self, needed: int) -> None:
-        """`needed` more bytes must leave `min_free_bytes` of the disk free."""
+    def _check_room(self, needed: int) -> int:
+        """`needed` more bytes must leave `min_free_bytes` of the disk free; the bytes
+        that may be written before the reserve is reached, as the disk is now."""
         free = shutil.disk_usage(self.dest.parent).free
         if free - needed < self._min_free:
             raise NoRoom(f"download failed: not enough free disk space for the model file "
                          f"(it needs {needed} more bytes, {free} are free and the server "
                          f"keeps {self._min_free} free: parlance serve --download-min-free-mb)")
+        return free - self._min_free
 
     def _check_magic(self) -> None:
         with open(self.part, "rb") as part:

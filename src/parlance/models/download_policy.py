@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from parlance.core.errors import InvalidRequest, ParlanceError
+from parlance.core.errors import InsufficientStorage, InvalidRequest, ParlanceError
 from parlance.models.discovery import scan_models_dir
 from parlance.models.download_job import DownloadJob
 from parlance.models.downloads import DownloadManager
@@ -32,9 +32,12 @@ async def start_download(downloads: DownloadManager, url: str, *,
 
 
 def failure(job: DownloadJob) -> ParlanceError:
-    """A failed download: the URL's fault (400: no such file, no GGUF, unreachable) or
-    this server's (500: the file could not be written)."""
+    """A failed download: the URL's fault (400: no such file, no GGUF, unreachable),
+    no room on this server's disk (507, with the figures), or this server's (500: the
+    file could not be written)."""
     message = job.error or "download failed"
+    if job.no_room:
+        return InsufficientStorage(message, code="insufficient_storage")
     if job.failed_here:
         return ParlanceError(message, code="download_failed")
     return InvalidRequest(message, param="model", code="download_failed")

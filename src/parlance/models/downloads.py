@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +29,15 @@ from urllib.parse import unquote, urlsplit
 import httpx2
 
 from parlance.core.errors import Overloaded
-from parlance.models.download_job import DownloadJob
+from parlance.models.download_job import PART, DownloadJob
 from parlance.net.guard import NON_PUBLIC, RefusedURL, check_url, public_only_client
 
 HF_HOSTS = frozenset({"huggingface.co", "www.huggingface.co", "hf.co"})
 HEADERS_WAIT = 10.0  # how long `start` waits for the first response before answering anyway
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # pauses before each resume of a dropped connection
+# What Linux, macOS and Windows file systems take: bytes of one name, and of a path.
+NAME_MAX = 255
+PATH_MAX = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +77,14 @@ def destination_for(models_dir: Path, url: str) -> Path:
     for component in (*dirs, name):
         if component in (".", "..") or any(c in component for c in "/\\\0"):
             raise ValueError(f"unsafe path component {component!r} in {url!r}")
-    return models_dir.joinpath(*dirs, name)
+        # the file is written as `<name>.part` first; a longer name no file system takes
+        if len(component.encode("utf-8", "surrogateescape")) + len(PART) > NAME_MAX:
+            raise ValueError(f"the name {component!r} is too long for a file (at most "
+                             f"{NAME_MAX - len(PART)} bytes)")
+    dest = models_dir.joinpath(*dirs, name)
+    if len(os.fsencode(dest)) + len(PART) >= PATH_MAX:
+        raise ValueError(f"the path for {url!r} in the models directory is too long")
+    return dest
 
 
 class DownloadManager:

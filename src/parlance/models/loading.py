@@ -11,7 +11,13 @@ import logging
 import time
 from collections.abc import Callable
 
-from parlance.core.errors import EngineFailure, ModelNotFound, Overloaded, ParlanceError
+from parlance.core.errors import (
+    EngineFailure,
+    ModelNotFound,
+    ModelUnusable,
+    Overloaded,
+    ParlanceError,
+)
 from parlance.engines.base import Engine
 from parlance.models.load_plan import (
     LoadDefaults,
@@ -27,8 +33,8 @@ from parlance.models.registry import ModelSpec
 
 log = logging.getLogger("parlance.models")
 
-Progress = Callable[[float], None]  # called from the loading thread
-Loader = Callable[[ModelSpec, LoadPlan, Progress | None], Engine]  # blocking
+LoadProgress = Callable[[float], None]  # called from the loading thread
+Loader = Callable[[ModelSpec, LoadPlan, LoadProgress | None], Engine]  # blocking
 
 CHOSEN_NOTHING = LoadOptions()  # a call that asks for no load settings
 
@@ -69,7 +75,7 @@ class Loading:
 
     # -- loading ------------------------------------------------------------------
 
-    async def acquire(self, requested: str | None, on_progress: Progress | None = None,
+    async def acquire(self, requested: str | None, on_progress: LoadProgress | None = None,
                       options: LoadOptions = CHOSEN_NOTHING
                       ) -> tuple[ServedModel, str, float | None]:
         """(model, id to echo, load seconds when this call loaded it), loading the
@@ -90,7 +96,7 @@ class Loading:
         return model, echoed, None
 
     async def load(self, spec: ModelSpec, options: LoadOptions,
-                   on_progress: Progress | None = None, *, jit: bool = False
+                   on_progress: LoadProgress | None = None, *, jit: bool = False
                    ) -> tuple[ServedModel, float | None]:
         """(model, seconds when this call loaded it; None when it was loaded already
         or another request's load was joined)."""
@@ -111,7 +117,7 @@ class Loading:
         model = await asyncio.shield(task)
         return model, model.load_seconds
 
-    async def _load(self, spec: ModelSpec, options: LoadOptions, on_progress: Progress | None,
+    async def _load(self, spec: ModelSpec, options: LoadOptions, on_progress: LoadProgress | None,
                     jit: bool) -> ServedModel:
         plan = self.plan(spec, options)
         size = plan.memory.total
@@ -120,10 +126,15 @@ class Loading:
         try:
             engine = await asyncio.to_thread(self._loader, spec, plan,  # type: ignore[arg-type]
                                              on_progress)
+        except ModelUnusable as exc:
+            raise ModelUnusable(f"The model '{spec.id}' cannot be used: {exc.message}",
+                                param="model", code=exc.code) from None
         except ParlanceError:
             raise
-        except Exception as exc:
-            raise EngineFailure(f"Could not load the model '{spec.id}': {exc}",
+        except Exception as exc:  # its text may name server paths: the log has it
+            log.exception("could not load the model %s", spec.id)
+            raise EngineFailure(f"Could not load the model '{spec.id}' "
+                                f"({type(exc).__name__}; the server log has the details).",
                                 code="model_load_failed") from exc
         seconds = time.perf_counter() - started
         model = ServedModel(spec, engine, int(time.time()), size, jit, seconds,

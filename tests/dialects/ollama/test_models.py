@@ -436,7 +436,8 @@ async def test_pull_refusals_come_before_any_line(tmp_path, client, origin):
     cases = [("llama3.2", "names from Ollama's registry"),  # only Ollama's registry has it
              ("hf.co/bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M", "Hugging Face names"),
              ("https://example.com/model.bin", "direct link to a .gguf"),
-             (f"{base}/missing.gguf", "HTTP 404")]
+             (f"{base}/missing.gguf", "HTTP 404"),
+             (f"{base}/{'m' * 295}.gguf", "too long")]  # issue 39: was a 500
     for name, words in cases:
         for stream in (True, False):
             with pytest.raises(ollama.ResponseError) as caught:
@@ -605,3 +606,19 @@ async def test_copy_names_are_bounded(client, raw):
         assert answer.status_code == 400 and set(answer.json()) == {"error"}
         assert len(answer.text) < 300  # the name is not echoed back
     assert (await client.copy("fake-model", "ok-name:v1")).status == "success"
+
+
+async def test_a_pull_with_no_room_on_disk_is_a_507_with_the_figures(tmp_path, origin):
+    """Issue 39: it was a 500."""
+    state, base = origin
+    state.gate.set()
+    state.files["big.gguf"] = tiny_gguf(tmp_path / "src" / "big.gguf", data_bytes=100_000)
+    reserve = 2**62  # more than any disk has free
+    _, app = make(tmp_path, download_limits=DownloadLimits(min_free_bytes=reserve))
+    async with serving(app) as address, httpx.AsyncClient(timeout=PATIENCE) as http:
+        answer = await http.post(f"http://{address}/api/pull",
+                                 json={"model": f"{base}/big.gguf", "stream": False})
+    assert answer.status_code == 507, answer.text
+    error = answer.json()["error"]
+    assert "not enough free disk space" in error and str(reserve) in error
+    assert str(tmp_path) not in error

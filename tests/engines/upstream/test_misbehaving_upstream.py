@@ -1,14 +1,16 @@
 """The gateway in front of upstreams that misbehave on purpose: one that accepts and
 never answers, one that sends its headers and then nothing, one whose event never
 ends, one whose embeddings answer never ends, one that answers 500 with secrets in its
-body. Every wait is bounded by the request deadline, a client that leaves closes the
-upstream connection, an event or an answer past the bound fails it, and what an
-upstream said in an error never reaches the client, in every dialect."""
+body, one whose tool call's arguments (or calls) never end. Every wait is bounded by
+the request deadline, a client that leaves closes the upstream connection, an event,
+an answer or arguments past the bound fail it, and what an upstream said in an error
+never reaches the client, in every dialect."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import threading
 from collections.abc import AsyncIterator
@@ -96,6 +98,15 @@ class Misbehaving:
         if self.mode in ("headers_only", "endless"):
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
+        if self.mode == "malformed":  # an answer, whole, that is no stream of chunks
+            body = b"data: {not json\n\n"
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         b"content-length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+            return
+        if self.mode in ("endless_arguments", "endless_calls"):
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         b"transfer-encoding: chunked\r\n\r\n")
         if self.mode == "oversized":  # a JSON answer of 1 GiB
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                          b'content-length: %d\r\n\r\n{"data": [' % 2**30)
@@ -106,6 +117,8 @@ class Misbehaving:
                 while not writer.transport.is_closing():
                     writer.write(piece)
                     await writer.drain()
+            if self.mode in ("endless_arguments", "endless_calls"):
+                await self._endless_calls(writer, self.mode == "endless_calls")
             if self.mode == "oversized":  # as fast as it is read
                 while not writer.transport.is_closing():
                     writer.write(b" " * 65536)
@@ -113,6 +126,27 @@ class Misbehaving:
             while await reader.read(4096):  # silent
                 pass
         self.closed += 1
+
+    @staticmethod
+    async def _endless_calls(writer: asyncio.StreamWriter, new_calls: bool) -> None:
+        """Argument deltas of 64 KiB, each its own event, as fast as they are read: of
+        one call, or (`new_calls`) each of a new call of 256 KiB."""
+        def event(delta: dict) -> bytes:
+            data = b"data: %s\n\n" % json.dumps({"choices": [
+                {"index": 0, "delta": {"tool_calls": [delta]}}]}).encode()
+            return b"%x\r\n%s\r\n" % (len(data), data)
+
+        fragment = "a" * 65536
+        for index in itertools.count():
+            if index == 0 or (new_calls and index % 4 == 0):
+                writer.write(event({"index": index // 4 if new_calls else 0,
+                                    "id": f"call_{index}", "type": "function",
+                                    "function": {"name": "f", "arguments": ""}}))
+            writer.write(event({"index": index // 4 if new_calls else 0,
+                                "function": {"arguments": fragment}}))
+            await writer.drain()
+            if writer.transport.is_closing():
+                return
 
     @staticmethod
     def _json(writer: asyncio.StreamWriter, status: int, payload: object) -> None:
@@ -228,3 +262,44 @@ async def test_an_upstream_500_is_a_502_that_names_the_replica_not_what_it_said(
     assert response.status_code == 502, response.text
     assert "HTTP 500" in response.text and upstream.url in response.text
     assert "sk-live" not in response.text and "trace.py" not in response.text
+
+
+@pytest.mark.parametrize("mode", ["endless_arguments", "endless_calls"])
+@pytest.mark.parametrize("dialect", ["chat", "responses", "messages"])
+async def test_arguments_past_the_bound_fail_their_stream_and_its_connection(dialect, mode):
+    """Issue 39: arguments held whole downstream are bounded, a call's by the bound of one
+    event, an answer's calls together by four of those; past either the stream ends by
+    its contract and the upstream connection is closed."""
+    path, body, _ = DIALECTS[dialect]
+    with Misbehaving(mode) as upstream:
+        async with front(upstream.url, request_timeout=PATIENCE,
+                         max_event_bytes=2**20) as http:
+            streamed = await http.post(path, json={**body, "stream": True})
+            whole = await http.post(path, json={**body, "stream": False})
+        assert streamed.status_code == 200
+        assert "upstream_arguments_too_large" in streamed.text or (
+            dialect == "messages" and "--upstream-max-event-mb" in streamed.text)
+        assert whole.status_code == 502, whole.text[:300]
+        assert "--upstream-max-event-mb" in whole.text
+        await until(lambda: upstream.closed == 2, "the gateway closed the upstream connections")
+
+
+async def test_one_malformed_answer_fails_its_request_not_the_replica():
+    """Issue 39: one bad reply ejected the only replica; every request after it was
+    refused without reaching the upstream."""
+    with Misbehaving("malformed") as upstream:
+        fleet = upstream_fleet(upstream.url)
+        app, served = gateway(fleet)
+        await served.start()
+        try:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://gateway", timeout=PATIENCE) as http:
+                path, body, _ = DIALECTS["chat"]
+                first = await http.post(path, json={**body, "stream": True})
+                assert "upstream_disconnected" in first.text, first.text
+                assert fleet.replicas[0].healthy
+                second = await http.post(path, json={**body, "stream": True})
+                assert "upstream_disconnected" in second.text, second.text
+        finally:
+            await served.aclose()
+    assert upstream.requests == 2  # the second reached the replica too

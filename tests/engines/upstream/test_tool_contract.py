@@ -9,11 +9,14 @@ whatever tool_choice says: the misbehaving llama-server of the report."""
 from __future__ import annotations
 
 import json
+import re
+import threading
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
+from parlance.core.errors import InvalidRequest
 from parlance.core.events import (
     Finish,
     FinishReason,
@@ -82,7 +85,9 @@ def test_a_valid_call_keeps_the_contract():
 def test_each_breach_is_named_without_quoting_the_values():
     cases = [
         (ToolChoice("required"), [TextDelta("Sure!"), Finish(FinishReason.STOP)], "without"),
-        (ToolChoice("required"), call("get_weather", '{"town": "Paris"}'), "required at /"),
+        (ToolChoice("required"), call("get_weather", '{"town": "Paris"}'),
+         "additionalProperties at /"),
+        (ToolChoice("required"), call("get_weather", "{}"), "required at /"),
         (ToolChoice("required"), call("get_weather", '{"city": 7}'), "type at /city"),
         (ToolChoice("required"), call("get_weather", '{"city": '), "not JSON"),
         (ToolChoice("required"), call("get_weather", '["Paris"]'), "not a JSON object"),
@@ -256,3 +261,54 @@ async def test_anthropic_and_responses_end_their_streams_by_contract(replica):
         "stream": True})
     kinds = [e["type"] for e in sse_data(responses.text) if isinstance(e, dict)]
     assert kinds[-1] == "response.failed" and "response.completed" not in kinds
+
+
+# -- hostile patterns (issue 39) -------------------------------------------------------------
+
+NESTED = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}}}
+# A bound that only turns a hang into a failure: a backtracking matcher takes 2^34 steps
+# on this value (hours), a linear one microseconds.
+HANG = 120.0
+
+
+def test_a_catastrophic_pattern_is_checked_in_linear_time(monkeypatch):
+    """Python's `re` backtracks (and holds the GIL while it does): the check must not use
+    it at all, and must answer on the probe's value."""
+    def backtracking(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a pattern was matched with Python's backtracking `re`")
+
+    check = ToolContract((ToolSpec("f", "", NESTED),))
+    verdict: list[str | None] = []
+    with monkeypatch.context() as patched:
+        for name in ("compile", "search", "match", "fullmatch"):
+            patched.setattr(re, name, backtracking)
+        worker = threading.Thread(target=lambda: verdict.append(
+            check.breach(call("f", json.dumps({"x": "a" * 34 + "!"})))), daemon=True)
+        worker.start()
+        worker.join(HANG)
+    assert not worker.is_alive(), "the pattern backtracked"
+    assert verdict[0] is not None and "pattern at /x" in verdict[0]
+    assert ToolContract((ToolSpec("f", "", NESTED),)).breach(
+        call("f", json.dumps({"x": "a" * 34}))) is None
+
+
+def test_a_pattern_no_linear_matcher_runs_is_refused_before_going_upstream():
+    lookahead = {"type": "object", "properties": {"x": {"type": "string",
+                                                        "pattern": "^(?=a)a$"}}}
+    request = GenerationRequest(model="m", prompts=(ChatInput(()),),
+                                tools=(ToolSpec("f", "", lookahead, param="tools[0]"),),
+                                tool_choice=ToolChoice("required"))
+    with pytest.raises(InvalidRequest) as refused:
+        ToolContract.of(request)
+    assert refused.value.param == "tools[0]" and refused.value.code == "invalid_schema"
+
+
+async def test_the_gateway_answers_health_while_a_hostile_pattern_is_checked(replica):
+    client, engine = replica
+    tools = [{"type": "function", "function": {"name": "f", "parameters": NESTED}}]
+    args = json.dumps({"x": "a" * 34 + "!"})
+    script(engine, f'<tool_call>\n{{"name": "f", "arguments": {args}}}\n</tool_call>')
+    answer = await client.post("/v1/chat/completions", json={
+        "model": MODEL, "messages": ASK, "tools": tools, "tool_choice": "required"})
+    assert answer.status_code == 502 and answer.json()["error"]["code"] == "tool_choice_unmet"
+    assert (await client.get("/health")).status_code == 200

@@ -8,6 +8,12 @@ arrive as deltas keyed by their `index`: a header with id and name, then argumen
 fragments (some servers send a call whole in one delta). A call is ended when the
 next one begins or the choice finishes, so calls never interleave downstream.
 
+A call's arguments are held whole downstream (the tool contract parses them, the
+encoders' `done` events and stored responses repeat them), so they are bounded: one
+call's by the bound of one event (`--upstream-max-event-mb`: a server may send a call
+whole in one event), a choice's by `ARGUMENT_CALLS` of those. An upstream past either
+fails the stream (`upstream_arguments_too_large`), not read on into memory.
+
 Usage comes from the final usage chunk (`stream_options.include_usage`); cached
 prompt tokens from `prompt_tokens_details.cached_tokens` (vLLM, OpenAI) or
 llama-server's `timings.cache_n`.
@@ -36,6 +42,10 @@ from parlance.core.events import (
 from parlance.engines.upstream.refusals import stream_error, upstream_message
 from parlance.engines.upstream.tool_contract import ToolContract
 from parlance.engines.upstream.wire import FREEFORM_FIELD
+
+# A choice's arguments, all its calls together: this many calls' bound.
+ARGUMENT_CALLS = 4
+MAX_CALL_ARGUMENTS = 8 * 2**20  # characters; the default bound of one upstream event
 
 _REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH,
             "tool_calls": FinishReason.TOOL_CALLS, "function_call": FinishReason.TOOL_CALLS}
@@ -68,6 +78,7 @@ class _Call:
     started: bool = False
     freeform: bool = False
     held: list[str] = field(default_factory=list)  # arguments before the name, or freeform
+    size: int = 0  # characters of arguments so far
 
 
 class ChoiceMapper:
@@ -76,17 +87,23 @@ class ChoiceMapper:
     def __init__(self, index: int, *, stops: tuple[str, ...] = (),
                  freeform: frozenset[str] = frozenset(),
                  names: dict[str, str] | None = None,
-                 contract: ToolContract | None = None, structured: bool = False) -> None:
+                 contract: ToolContract | None = None,
+                 max_arguments: int = MAX_CALL_ARGUMENTS, structured: bool = False) -> None:
         """`contract`: what tool_choice promises, checked on every event (a breach
         is a `StreamError`); until a call begins, text and reasoning are held back, so
         an answer that breaks it has sent nothing and can be asked for again.
-        `structured`: the answer is a forced call asked for as structured output
-        (`wire.structured_call`), whose JSON content becomes the call."""
+        `max_arguments`: one call's bound, in characters. `structured`: the answer is a
+        forced call asked for as structured output (`wire.structured_call`), whose
+        JSON content becomes the call."""
         self.index = index
+        self._max_arguments = max_arguments
+        self._arguments = 0  # characters of every call's arguments so far
         self._contract = contract
         self.structured = structured
         self._answer: list[str] = []  # structured: the JSON content so far
+        self._answered = 0  # its characters
         self._held: list[Event] | None = []  # before a contract's call; None: released
+        self._holding = 0  # characters held
         self._stops = stops
         self._freeform = freeform
         self._names = names or {}  # tool names as sent upstream → as the request has them
@@ -125,7 +142,8 @@ class ChoiceMapper:
     def constrained(self) -> ChoiceMapper:
         """A mapper for the same choice asked again as a structured call."""
         return ChoiceMapper(self.index, stops=self._stops, freeform=self._freeform,
-                            names=self._names, structured=True,
+                            names=self._names, max_arguments=self._max_arguments,
+                            structured=True,
                             contract=self._contract.fresh() if self._contract else None)
 
     def _kept(self, events: list[Event]) -> list[Event]:
@@ -140,7 +158,10 @@ class ChoiceMapper:
                 code="tool_choice_unmet"))
         if self._held is None:
             return events
-        if any(isinstance(e, ToolCallStart) for e in events):
+        self._holding += sum(len(e.text) for e in events
+                             if isinstance(e, TextDelta | ReasoningDelta))
+        if (any(isinstance(e, ToolCallStart) for e in events)
+                or self._holding > self._max_arguments):  # (held no further: memory)
             held, self._held = self._held, None
             return held + events
         self._held.extend(events)
@@ -156,6 +177,10 @@ class ChoiceMapper:
             content = delta.get("content")
             if content and isinstance(content, str) and self.structured:
                 self.pieces += 1
+                self._answered += len(content)
+                if self._answered > self._max_arguments:
+                    raise StreamError(_too_long(f"a structured call longer than "
+                                                f"{self._max_arguments} characters"))
                 self._answer.append(content)
             elif content and isinstance(content, str):
                 self.pieces += 1
@@ -203,6 +228,7 @@ class ChoiceMapper:
             if isinstance(arguments, dict):  # a server that sends the object itself
                 arguments = json.dumps(arguments, ensure_ascii=False)
             if arguments and isinstance(arguments, str):
+                self._count(call, len(arguments))
                 self.pieces += 1
                 if call.started and not call.freeform:
                     if call.held:
@@ -212,6 +238,18 @@ class ChoiceMapper:
                     events.append(ToolCallArgs(arguments, self.index, call.call_index))
                 else:
                     call.held.append(arguments)
+
+    def _count(self, call: _Call, size: int) -> None:
+        """`size` more characters of `call`'s arguments, within the bounds."""
+        call.size += size
+        self._arguments += size
+        if call.size > self._max_arguments:
+            raise StreamError(_too_long(f"arguments longer than {self._max_arguments} "
+                                        "characters for one call"))
+        if self._arguments > self._max_arguments * ARGUMENT_CALLS:
+            raise StreamError(_too_long(
+                f"arguments longer than {self._max_arguments * ARGUMENT_CALLS} "
+                "characters for one answer's calls together"))
 
     def _end_open(self, events: list[Event]) -> None:
         call, self._open = self._open, None
@@ -284,6 +322,12 @@ class ChoiceMapper:
         return UpstreamUsage(_int(usage.get("prompt_tokens")),
                              _int(usage.get("completion_tokens")),
                              _int(details.get("reasoning_tokens")), cached)
+
+
+def _too_long(what: str) -> UpstreamFailure:
+    return UpstreamFailure(f"The upstream replica sent {what} (parlance serve "
+                           "--upstream-max-event-mb); it was not read further.",
+                           code="upstream_arguments_too_large")
 
 
 def _int(value: Any) -> int:

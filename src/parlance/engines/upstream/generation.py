@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from parlance.core.errors import EngineFailure, ParlanceError, UpstreamFailure
-from parlance.core.events import Event, Failed, Progress, Usage
+from parlance.core.events import Event, Failed, PromptProgress, Usage
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
 from parlance.engines.metrics import EngineMetrics
@@ -85,9 +85,10 @@ class UpstreamGeneration:
 
     def __init__(self, opener: Opener, running: Running, request: GenerationRequest,
                  opened: list[Opened], keys: dict[int, tuple[int, ...]], clip: bool,
-                 started: float) -> None:
+                 started: float, contract: ToolContract | None = None) -> None:
         """`clip`: a replica's context overflow is answered by asking again without
-        max_tokens (`UpstreamEngine.clips`)."""
+        max_tokens (`UpstreamEngine.clips`); `contract`: what tool_choice promises, a
+        fresh copy checked on each choice."""
         self.prompts = prompt_infos(request)
         self._opener = opener
         self._clip = clip
@@ -107,12 +108,13 @@ class UpstreamGeneration:
         # The upstream is evaluating the prompt now; it is done when the first token comes.
         # (No finer progress crosses the API: LM Studio's prompt_processing events.)
         self._progress_index = opened[0].sub.index
-        self._items.append(Progress(0, 1, self._progress_index))
+        self._items.append(PromptProgress(0, 1, self._progress_index))
         freeform = frozenset(t.name for t in request.tools if t.freeform)
         names = tool_names(request)
         self._tasks = [asyncio.ensure_future(self._pump(o, ChoiceMapper(
             o.sub.index, stops=request.stop, freeform=freeform, names=names,
-            contract=ToolContract.of(request))))
+            contract=contract.fresh() if contract is not None else None,
+            max_arguments=o.replica.max_event_bytes)))
             for o in opened]
 
     # -- the Generation seam ------------------------------------------------------
@@ -179,7 +181,7 @@ class UpstreamGeneration:
             if self._first is None:
                 self._first = now
                 metrics.time_to_first_token.observe(now - self._started)
-                self._items.append(Progress(1, 1, self._progress_index))
+                self._items.append(PromptProgress(1, 1, self._progress_index))
             else:
                 metrics.inter_token.observe(now - self._last)
             self._last = now
@@ -299,7 +301,9 @@ class UpstreamGeneration:
                 return
             await opened.close()
             if not mapper.finished and not done:
-                replica.failed(at_once=True)
+                # It answered, malformed: this request fails, and the replica counts one
+                # failure (its circuit opens after several in a row, not on one reply).
+                replica.failed()
                 self._deliver([Failed(UpstreamFailure(
                     f"The upstream replica {replica.label} ended the stream before it "
                     "finished.", code="upstream_disconnected"))], generated=False)

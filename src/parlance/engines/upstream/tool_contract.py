@@ -11,17 +11,18 @@ contract (an error response, or the stream's error event) instead of passing it 
 
 A call cut by `max_tokens` (`length`) is no breach: the client sees it was cut. An
 answer cut before any call began is one.
+
+The schemas are the client's, checked on the event loop, so the check is linear in the
+arguments (`engines/json_schema.py`: no backtracking `pattern`); a schema it cannot
+build is refused before the request goes upstream, as the local engine refuses it.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
+from parlance.core.errors import InvalidRequest
 from parlance.core.events import (
     Event,
     Finish,
@@ -32,6 +33,7 @@ from parlance.core.events import (
 )
 from parlance.core.request import GenerationRequest
 from parlance.core.tools import ToolSpec
+from parlance.engines.json_schema import SchemaCheck, SchemaUnreadable
 
 
 @dataclass(slots=True)
@@ -43,21 +45,25 @@ class _Call:
 class ToolContract:
     """The calls of one choice of a request whose `tool_choice` requires one."""
 
-    def __init__(self, tools: tuple[ToolSpec, ...]) -> None:
+    def __init__(self, tools: tuple[ToolSpec, ...],
+                 checks: dict[str, SchemaCheck] | None = None) -> None:
+        """`checks`: each non-freeform tool's schema, built (`of` builds them once)."""
         self._tools = {t.name: t for t in tools}
+        self._checks = checks if checks is not None else _checks(tools)
         self._calls: dict[int, _Call] = {}
         self._valid = 0
 
     @classmethod
     def of(cls, request: GenerationRequest) -> ToolContract | None:
-        """The contract of `request`, or None where it promises no call."""
+        """The contract of `request`, or None where it promises no call. A schema the
+        check cannot read is an `InvalidRequest` naming the tool's parameter."""
         if not request.tool_choice.forced or not request.tools:
             return None
         return cls(request.callable_tools)
 
     def fresh(self) -> ToolContract:
-        """The same promise, for another answer."""
-        return ToolContract(tuple(self._tools.values()))
+        """The same promise for another choice, its schemas built once."""
+        return ToolContract(tuple(self._tools.values()), self._checks)
 
     def breach(self, events: list[Event]) -> str | None:
         """What in `events` breaks the contract (our words, never the upstream's)."""
@@ -93,20 +99,21 @@ class ToolContract:
             return f"arguments for `{call.name}` that are not JSON"
         if not isinstance(value, dict):
             return f"arguments for `{call.name}` that are not a JSON object"
-        problem = _schema_problem(tool.parameters, value)
+        problem = self._checks[call.name].problem(value)
         if problem:
             return f"arguments for `{call.name}` that break its schema ({problem})"
         self._valid += 1
         return None
 
 
-def _schema_problem(schema: dict[str, Any], value: dict[str, Any]) -> str | None:
-    """Where `value` breaks `schema`: the location and the keyword, not the value."""
-    try:
-        error = next(Draft202012Validator(schema).iter_errors(value), None)
-    except SchemaError:
-        return None  # a schema no validator can read promises nothing to check
-    if error is None:
-        return None
-    where = "/" + "/".join(str(p) for p in error.absolute_path)
-    return f"{error.validator} at {where}"
+def _checks(tools: tuple[ToolSpec, ...]) -> dict[str, SchemaCheck]:
+    checks = {}
+    for tool in tools:
+        if tool.freeform:
+            continue
+        try:
+            checks[tool.name] = SchemaCheck(tool.parameters)
+        except SchemaUnreadable as exc:
+            raise InvalidRequest(f"Invalid JSON Schema: {exc}", param=tool.param,
+                                 code="invalid_schema") from None
+    return checks

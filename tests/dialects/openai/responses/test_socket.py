@@ -310,3 +310,12 @@ async def test_a_refused_continuation_evicts_what_it_continued():
         await response(ws, {**HELLO, "input": orphan, "previous_response_id": stored["id"]})
         again = await response(ws, {**HELLO, "previous_response_id": stored["id"]})
         assert again[-1]["type"] == "response.completed"
+
+
+async def test_auto_tool_choice_with_no_tools_is_answered():
+    """Codex's compaction turn in WebSocket mode: `tools: []`, `tool_choice: "auto"`."""
+    engine = FakeEngine()
+    reply(engine, "Summary.")
+    async with serving(make_app(engine)) as host, connect(f"ws://{host}/v1/responses") as ws:
+        events = await response(ws, {**HELLO, "tools": [], "tool_choice": "auto"})
+        assert events[-1]["type"] == "response.completed", events[-1]

@@ -21,7 +21,6 @@ from parlance.dialects.openai.common import new_id
 from parlance.dialects.openai.responses import items as calls
 from parlance.dialects.openai.responses import mcp
 from parlance.dialects.openai.responses.mcp import NamedMcp
-from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.dialects.openai.responses.tools import (
     FunctionTool,
     NamedCustom,
@@ -34,6 +33,7 @@ from parlance.dialects.openai.responses.tools import (
 )
 from parlance.dialects.openai.tools import FunctionName
 from parlance.dialects.shared import tools as neutral_tools
+from parlance.dialects.shared.sealed import Sealer
 from parlance.dialects.shared.wire import WireModel
 
 __all__ = ["FunctionTool", "NamedFunction", "Tool"]
@@ -180,7 +180,8 @@ def resolve_references(items: list[dict[str, Any]],
 
 def tool_choice(req: ResponsesRequest, tools: tuple[ToolSpec, ...]) -> ToolChoice:
     """The client's choice. A named MCP tool is checked once its server has listed
-    its tools; an MCP server without a name means some tool must be called."""
+    its tools; an MCP server without a name means some tool must be called; `auto`
+    with no tools is no tool (Chat Completions refuses it, Responses does not)."""
     if isinstance(req.tool_choice, NamedMcp):
         name = req.tool_choice.name
         return ToolChoice("required") if name is None else ToolChoice("named", name)
@@ -194,6 +195,10 @@ def tool_choice(req: ResponsesRequest, tools: tuple[ToolSpec, ...]) -> ToolChoic
         return neutral_tools.tool_choice(None, _called(req.tool_choice.name, tools), tools)
     if req.tools and not tools:  # MCP servers only: their tools are known later
         return ToolChoice(req.tool_choice or "auto")
+    if req.tool_choice == "auto" and not tools:
+        # Nothing to call: OpenAI's Responses API takes it, and Codex sends it (`tools: []`)
+        # for its compaction turn.
+        return ToolChoice("none")
     return neutral_tools.tool_choice(req.tool_choice, None, tools)
 
 
