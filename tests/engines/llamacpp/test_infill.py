@@ -5,6 +5,7 @@ model without FIM tokens refused, and /infill served over HTTP."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -114,3 +115,23 @@ async def test_infill_over_http(fim):
              *text_tokens(fim, "def f():\n"), *text_tokens(fim, "    "),
              special_id("<|fim_suffix|>"), *text_tokens(fim, "\n"),
              special_id("<|fim_middle|>")])
+
+
+async def test_mistral_fim_over_http(fim):
+    spec = ModelSpec(id="fim-tiny", locate=fim_gguf)
+    app = create_app(ServedModels([ServedModel(spec, fim, 1700000000)]), ServerSettings())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://test") as client:
+        body = {"model": "fim-tiny", "prompt": "def f():\n", "suffix": "\n", "max_tokens": 3,
+                "temperature": 0}
+        answer = (await client.post("/v1/fim/completions", json=body)).json()
+        expected = len([special_id("<|fim_prefix|>"), *text_tokens(fim, "def f():\n"),
+                        special_id("<|fim_suffix|>"), *text_tokens(fim, "\n"),
+                        special_id("<|fim_middle|>")])
+        assert answer["usage"]["prompt_tokens"] == expected
+        streamed = await client.post("/v1/fim/completions", json={**body, "stream": True})
+        lines = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+        assert lines[-1] == "[DONE]"
+        chunks = [json.loads(line) for line in lines[:-1]]
+        text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+        assert text == answer["choices"][0]["message"]["content"]  # greedy: the same
