@@ -20,7 +20,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
 from parlance.engines.chat_messages import FREEFORM_FIELD, openai_message
-from parlance.engines.parsing.syntax import reasoning_for_template, syntax_for_template
+from parlance.engines.parsing.formats import format_for_template, format_named
+from parlance.engines.parsing.syntax import reasoning_for_template
 
 # Used when a GGUF carries no template: plain ChatML, understood by most small models.
 CHATML = (
@@ -97,7 +98,8 @@ class ChatTemplate:
     call syntax it teaches, its reasoning markers and the switch that turns
     thinking on and off (`enable_thinking`, or `reasoning_effort` levels)."""
 
-    def __init__(self, source: str | None, *, bos_token: str, eos_token: str) -> None:
+    def __init__(self, source: str | None, *, bos_token: str, eos_token: str,
+                 chat_format: str | None = None) -> None:
         env = _TemplateEnvironment(trim_blocks=True, lstrip_blocks=True,
                                    extensions=["jinja2.ext.loopcontrols"])
         env.filters["tojson"] = _tojson
@@ -108,10 +110,15 @@ class ChatTemplate:
         self._bos = bos_token
         self._eos = eos_token
         self.supports_tools = "tools" in self.source
-        self.tool_syntax = syntax_for_template(self.source)
-        self.reasoning = reasoning_for_template(self.source)
+        # the family's format: detected from the template, or named by an override
+        self.format = (format_named(chat_format) if chat_format
+                       else format_for_template(self.source))
+        self.tool_syntax = self.format.syntax
+        self.reasoning = self.format.reasoning or reasoning_for_template(self.source)
         self.thinking_switch = next(
-            (name for name in ("enable_thinking", "reasoning_effort") if name in self.source), None)
+            (name for name in ("enable_thinking", "reasoning_effort", "thinking")
+             if name in self.source and (name != "thinking" or self.format.thinking_switch
+                                         == "thinking")), None)
         self._arguments: Callable[[ToolCall], Any] = _arguments
         self._short_ids = False
         if self.supports_tools:
