@@ -58,6 +58,7 @@ class OutputParser:
         self._repeats = RepeatFilter()
         self._next_call = 0  # the call index the next region's calls start from
         self.calls = 0  # tool calls started so far (repeats dropped)
+        self._final = False  # the output ended: no marker is still coming
 
     @property
     def called(self) -> bool:
@@ -91,6 +92,10 @@ class OutputParser:
         if self.ended:
             return []
         out: list[Event] = []
+        self._final = True
+        if self.mode is Mode.CONTENT and self._markup:
+            while self._buf and self.mode is Mode.CONTENT and self._in_content(out):
+                pass
         text, self._buf = self._buf, ""
         if self.mode is Mode.CONTENT:
             self._content(text, out)
@@ -167,6 +172,11 @@ class OutputParser:
         hits = [(at, m) for m in markers if (at := self._buf.find(m)) >= 0]
         if hits:
             at, marker = min(hits, key=lambda hit: (hit[0], -len(hit[1])))
+            rest = self._buf[at:]
+            if not self._final and any(len(m) > len(rest) and m.startswith(rest)
+                                       for m in markers):
+                text, self._buf = self._buf[:at], rest  # a longer marker may be coming
+                return text, None
             text, self._buf = self._buf[:at], self._buf[at + len(marker):]
             return text, marker
         cut = len(self._buf) - partial_suffix(self._buf, markers)

@@ -147,6 +147,7 @@ SEED_THINK = ReasoningMarkers("<seed:think>", "</seed:think>")
 HARMONY_ANALYSIS = ReasoningMarkers("<|channel|>analysis<|message|>", "<|end|>")
 # Harmony's headers around the final answer and preambles: markup, never content.
 HARMONY_MARKUP = ("<|start|>assistant", "<|channel|>final", "<|channel|>commentary",
+                  "<|channel|>analysis",
                   "<|message|>", "<|end|>", "<|return|>", "<|call|>")
 
 
