@@ -137,3 +137,13 @@ def family_table() -> list[dict[str, str]]:
             "thinking switch": entry.thinking_switch or "from the template",
         })
     return rows
+
+
+def family_table_markdown() -> str:
+    """`family_table()` as a Markdown table (the docs' generated `families` section)."""
+    rows = family_table()
+    heads = list(rows[0])
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    lines += ["| " + " | ".join(row[h].replace("|", "\\|") for h in heads) + " |"
+              for row in rows]
+    return "\n".join(lines)
