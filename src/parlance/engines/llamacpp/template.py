@@ -8,6 +8,7 @@ non-ASCII text) and the OpenAI-shaped message dicts they expect.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -140,6 +141,8 @@ class ChatTemplate:
 
     def _message(self, message: Message) -> dict[str, Any]:
         out = openai_message(message, self._arguments)
+        if message.reasoning:  # harmony's template reads it as `thinking`
+            out["thinking"] = message.reasoning
         if self._short_ids:
             for call in out.get("tool_calls", ()):
                 call["id"] = _short_id(call["id"])
@@ -147,10 +150,26 @@ class ChatTemplate:
                 out["tool_call_id"] = _short_id(message.tool_call_id)
         return out
 
+    def _history(self, messages: Sequence[Message]) -> list[Message]:
+        """The messages as the family's template takes them: a turn with several calls as
+        one message per call where it writes one a message (its reasoning and text with
+        the first)."""
+        if not self.format.call_per_message:
+            return list(messages)
+        out: list[Message] = []
+        for m in messages:
+            if len(m.tool_calls) < 2:
+                out.append(m)
+                continue
+            out.append(replace(m, tool_calls=m.tool_calls[:1]))
+            out += [replace(m, content="", reasoning=None, tool_calls=(call,))
+                    for call in m.tool_calls[1:]]
+        return out
+
     def render(self, messages: Sequence[Message], **extra: Any) -> str:
         try:
             return self._template.render(
-                messages=[self._message(m) for m in messages],
+                messages=[self._message(m) for m in self._history(messages)],
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,

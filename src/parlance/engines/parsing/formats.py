@@ -51,12 +51,16 @@ class ChatFormat:
     stops: tuple[str, ...] = ()  # the turn ends on these
     thinking_switch: str | None = None  # None: from the template (enable_thinking / effort)
     native_tools: bool = True  # False: the template knows no tools; the built-in prompt
+    # history: the template writes one call a message (harmony), so a turn with several
+    # goes to it as one message per call
+    call_per_message: bool = False
 
 
 FORMATS: tuple[ChatFormat, ...] = (
     ChatFormat("harmony", "gpt-oss (harmony)", ("<|channel|>",), HARMONY,
                reasoning=HARMONY_ANALYSIS, markup=HARMONY_MARKUP,
-               stops=("<|call|>", "<|return|>"), thinking_switch="reasoning_effort"),
+               stops=("<|call|>", "<|return|>"), thinking_switch="reasoning_effort",
+               call_per_message=True),
     ChatFormat("seed_oss", "Seed-OSS", ("<seed:tool_call>",), SEED_OSS, reasoning=SEED_THINK,
                stops=("<seed:eos>",)),
     ChatFormat("minimax_m2", "MiniMax-M2", ("<minimax:tool_call>",), MINIMAX_M2,
