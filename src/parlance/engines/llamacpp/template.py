@@ -8,10 +8,10 @@ non-ASCII text) and the OpenAI-shaped message dicts they expect.
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
