@@ -48,6 +48,7 @@ from parlance.engines.llamacpp.scheduler import Scheduler
 from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
+from parlance.engines.output_check import OutputCheck
 
 DEFAULT_MAX_WAITING = 64
 T = TypeVar("T")
@@ -122,6 +123,7 @@ class LlamaCppEngine:
         # Template, tokens and grammars grow with the request: off the event loop.
         # (Tokenizing reads only the vocabulary, safe beside the decoding thread.)
         token_lists, budgets, prompts, plan = await self._off_loop(self._prepare, request)
+        check = await self._off_loop(OutputCheck.of, request) if plan is not None else None
         scheduler = self.scheduler
         speculator = scheduler.speculator
         drafters: list[NgramDrafter | None] = (
@@ -147,7 +149,7 @@ class LlamaCppEngine:
                 for sampler in group.samplers:
                     sampler.free()
             raise
-        return LlamaGeneration(job, prompts)
+        return LlamaGeneration(job, prompts, check)
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return await self._off_loop(self._count, request.prompts[0], request)
