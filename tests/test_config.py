@@ -116,17 +116,18 @@ def test_batching_settings_from_flags_env_and_file(tmp_path):
 
 
 def test_download_and_upstream_limits_from_flags_env_and_file(tmp_path):
-    from parlance.cli import _parser, _upstreams, server_settings
+    from parlance.cli.dispatch import build_parser
+    from parlance.cli.wiring import server_settings, upstream_models
     from parlance.models.downloads import DownloadLimits
 
     config = tmp_path / "parlance.toml"
     config.write_text("[serve]\ndownload_timeout = 60\nupstream_max_event_mb = 2\n"
                       'upstream = ["http://127.0.0.1:9"]\n')
-    flags = vars(_parser().parse_args(["serve", "--download-max-jobs", "2"]))
+    flags = vars(build_parser().parse_args(["serve", "--download-max-jobs", "2"]))
     resolved, _ = resolve_config(flags, {"PARLANCE_DOWNLOAD_MIN_FREE_MB": "10"}, config)
     assert server_settings(resolved).download_limits == DownloadLimits(
         max_jobs=2, timeout=60.0, min_free_bytes=10 * 2**20)
-    upstreams = _upstreams(resolved)
+    upstreams = upstream_models(resolved)
     assert upstreams is not None
     assert [r.max_event_bytes for r in upstreams.fleet.replicas] == [2 * 2**20]
     defaults, _ = resolve_config({}, {}, None)
@@ -136,7 +137,7 @@ def test_download_and_upstream_limits_from_flags_env_and_file(tmp_path):
 
 
 def test_mcp_settings_from_flags_env_and_mcp_json(tmp_path):
-    from parlance.cli import integration_settings
+    from parlance.cli.wiring import integration_settings
 
     (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {
         "hub": {"url": "http://10.0.0.5/mcp", "headers": {"Authorization": "Bearer t"}},

@@ -35,6 +35,7 @@ def test_the_tree_keeps_every_contract():
 
 DOWN = "imports point downwards"
 NEUTRAL = "dialects speak only in core's neutral values"
+FLOORS = "the server's floors"
 
 
 @pytest.mark.parametrize(("module", "bad_import", "contract"), [
@@ -47,13 +48,15 @@ NEUTRAL = "dialects speak only in core's neutral values"
     ("dialects/bad.py", "from parlance.models import gguf", DOWN),
     ("dialects/bad.py", "from parlance.engines.llamacpp import engine", NEUTRAL),
     ("dialects/bad.py", "from parlance.engines.parsing import syntax", NEUTRAL),
-    ("dialects/anthropic/bad.py", "from parlance.dialects.openai import tools",
-     "no dialect imports another"),
     ("server/bad.py", "from parlance.engines.upstream import Fleet",
      "the server never imports an engine's implementation"),
     ("console/bad.py", "import parlance.config", DOWN),
     ("console/bad.py", "from parlance.server import create_app",
      "the console is a client of the HTTP API"),
+    ("server/http/bad.py", "from parlance.server.routes import error_renderer", FLOORS),
+    ("server/openapi/bad.py", "from parlance.server.calls import framing", FLOORS),
+    ("server/calls/bad.py", "from parlance.server.generation import handler", FLOORS),
+    ("server/endpoints/bad.py", "from parlance.server.generation import handler", FLOORS),
 ])
 def test_a_wrong_import_breaks_its_contract(tmp_path, module, bad_import, contract):
     shutil.copytree(ROOT / "src" / "parlance", tmp_path / "src" / "parlance",
@@ -63,3 +66,17 @@ def test_a_wrong_import_breaks_its_contract(tmp_path, module, bad_import, contra
     assert result.returncode != 0, result.stdout
     assert f"{contract} BROKEN" in result.stdout, result.stdout
     assert f"parlance.{module.removesuffix('.py').replace('/', '.')}" in result.stdout
+
+
+def test_a_circle_breaks_the_acyclic_contract(tmp_path):
+    """Two modules that import each other (the prompt cache's file format reaching back
+    into the directory store that uses it) are named."""
+    shutil.copytree(ROOT / "src" / "parlance", tmp_path / "src" / "parlance",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    module = tmp_path / "src" / "parlance" / "engines" / "llamacpp" / "prompt_cache_file.py"
+    module.write_text(module.read_text() + "\nfrom parlance.engines.llamacpp import "
+                      "prompt_cache_disk  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0, result.stdout
+    assert "no circle anywhere: every package's modules import one way BROKEN" in result.stdout
+    assert "prompt_cache_file" in result.stdout and "prompt_cache_disk" in result.stdout

@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from parlance.models.load_plan import DEFAULT_CONTEXT
 from parlance.models.registry import (
     DEFAULT_MODEL,
     ModelSpec,
@@ -65,64 +66,175 @@ def upstream_entries(tables: Any) -> tuple[UpstreamEntry, ...]:
     return tuple(out)
 
 
+FLAG = "parlance.flag"  # the metadata key of a setting's `Flag`
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """How a serve setting is given on the command line (`--` and its name with dashes)
+    and in the environment (`env_name`), and what `parlance serve --help` and the flag
+    reference say of it: `help`, to which its default and env var are appended.
+    `metavar`: the value's name in the help; `path`: a file or directory; `choices`:
+    its closed set of values (checked whichever source gave it); `off`: the help of a
+    `--no-` flag that turns on-by-default-where-free settings off (`bool | None`)."""
+
+    help: str
+    metavar: str | None = None
+    path: bool = False
+    choices: tuple[str, ...] = ()
+    off: str | None = None
+
+
+def setting(default: Any, help: str, *, metavar: str | None = None, path: bool = False,
+            choices: tuple[str, ...] = (), off: str | None = None) -> Any:
+    """A `ServeConfig` field that is a flag, an env var and a `[serve]` key: the one
+    declaration `cli.serve_flags` and the flag reference are generated from."""
+    return field(default=default, metadata={FLAG: Flag(help, metavar, path, choices, off)})
+
+
 @dataclass(frozen=True, slots=True)
 class ServeConfig:
-    model: str = DEFAULT_MODEL
-    host: str = "127.0.0.1"
-    port: int = 8080
-    allowed_origin: tuple[str, ...] = ()  # browser origins beside loopback ones ("*": any)
-    allowed_host: tuple[str, ...] = ()  # Host names beside loopback ones ("*": any)
-    ctx_size: int | None = None
-    threads: int | None = None
-    parallel: int = 4
-    queue_size: int = 64  # sequences (prompts × n) that may wait for a slot
-    kv_unified: bool = False
-    strict_max_tokens: bool = False  # refuse max_tokens beyond the context (OpenAI's rule)
-    # Speculative decoding in the llama.cpp engine: "ngram" (prompt-lookup drafts),
-    # "draft" (a draft model's guesses: --draft-model, which implies it) or "off". Off
-    # by default: it pays only on text that copies long spans of its input.
-    speculative: str = "off"
-    draft_model: str = ""  # a path or registry name: drafts for the --model model
-    # A decode of the draft model relative to one of the target; None: the ratio of
-    # their weights' sizes
-    draft_cost: float | None = None
-    # Batch-invariant attention (greedy answers repeat whatever the batch or cache).
+    """Every serve setting, declared once; the fields without a `Flag` are set from the
+    file or derived (`resolve_config`). The order is `parlance serve --help`'s."""
+
+    model: str = setting(DEFAULT_MODEL, "registry key, preset name or path to a .gguf file "
+                         "(none is loaded at start with --upstream and no --model)")
+    model_alias: tuple[str, ...] = setting(
+        (), "PATTERN=MODEL: requests naming PATTERN (a name or a glob such as 'claude-*') "
+        "get the registry model MODEL; repeatable (default: none)")
+    host: str = setting("127.0.0.1", "address to listen on (0.0.0.0: every interface)")
+    port: int = setting(8080, "TCP port to listen on")
+    allowed_origin: tuple[str, ...] = setting(
+        (), "a web page origin (scheme://host[:port]) that may call this server from a "
+        "browser, beside loopback ones; '*': any (repeatable; default: loopback origins only)")
+    allowed_host: tuple[str, ...] = setting(
+        (), "a Host name requests may use beside loopback names (the only ones accepted "
+        "when --host is a loopback address); '*': any (repeatable; default: none)")
+    ctx_size: int | None = setting(
+        None, "context of each sequence, in tokens (default: the preset's ctx_size, else "
+        f"{DEFAULT_CONTEXT} or the model's training context if smaller)")
+    threads: int | None = setting(
+        None, "CPU threads that decode (default: every CPU this process may run on)")
+    parallel: int = setting(4, "sequences decoded together (slots sharing the context)")
+    queue_size: int = setting(64, "sequences (prompts × n) that may wait for a slot before "
+                              "429; also the most one request may ask for")
+    kv_unified: bool = setting(
+        False, "one KV cache of --ctx-size cells shared by all slots, instead of --ctx-size "
+        "per slot (less memory; results then depend on batching)")
+    strict_max_tokens: bool = setting(
+        False, "refuse a request whose prompt plus max_tokens exceeds the context, as "
+        "OpenAI does (otherwise max_tokens is a ceiling: the answer ends with 'length' "
+        "where the context is full)")
     # None: on where this build has Parlance's attention patch, whose kernels cost
-    # nothing (README); off where it has not (the fallback layout slows prompts).
+    # nothing (docs/batch-invariance.md); off where it has not (the fallback layout slows
+    # prompts).
     # Speculation turns it on either way.
-    batch_invariant: bool | None = None
-    api_key: tuple[str, ...] = ()
-    keepalive_seconds: float = 10.0
-    request_timeout: float = 120.0
-    shutdown_grace: float = 10.0  # seconds running generations may finish on SIGTERM/SIGINT
-    max_connections: int = 256  # open connections; one more is answered 503 and closed
-    keepalive_timeout: float = 5.0  # seconds an idle kept-alive connection stays open
-    header_timeout: float = 10.0  # seconds a connection has to send its request headers
-    data_dir: str = ""  # empty: the user's data directory (default_data_dir)
-    responses_retention: int = 10_000
-    allow_request_mcp: bool = False  # MCP servers named by a request (ephemeral_mcp)
-    mcp_allow_host: tuple[str, ...] = ()  # private hosts those may reach
-    mcp_config: str = ""  # mcp.json; empty: <data dir>/mcp.json when it exists
-    mcp_max_rounds: int = 8
-    models_dir: str = ""  # GGUF files to serve on demand; empty: <data dir>/models
-    download_allow_host: tuple[str, ...] = ()  # private hosts model downloads may reach
-    download_max_jobs: int = 4  # downloads running at once; one more is refused
-    download_timeout: float = 21600.0  # seconds one download may take (resumed when asked again)
-    download_min_free_mb: int = 1024  # free disk downloads always leave
-    jit_ttl: float = 3600.0  # seconds a model loaded on demand may stay idle; 0: forever
-    memory_budget_mb: int = 0  # loaded models' estimated memory; 0: no limit
+    batch_invariant: bool | None = setting(
+        None, "attention whose greedy answers are bit-identical whether a request runs "
+        "alone or batched, cold or over a cached prefix (default: on where `make` built "
+        "llama-cpp-python with Parlance's patch, which makes it free; see "
+        "docs/batch-invariance.md)",
+        off="llama.cpp's own attention kernels, chosen by each batch's shape (a greedy "
+        "answer may then differ between runs; the default only where llama-cpp-python "
+        "lacks Parlance's patch)")
+    # Off by default: it pays only on text that copies long spans of its input.
+    # (The choices are the llama.cpp engine's `SPECULATIVE_MODES`, not imported: that
+    # would load llama.cpp for every command.)
+    speculative: str = setting(
+        "off", "speculative decoding: 'ngram' drafts tokens from the prompt and the text "
+        "so far and verifies them in the same decode step (the same output either way: "
+        "it implies --batch-invariant); 'draft' drafts them with --draft-model (implied "
+        "by it); 'off' (the default) decodes one token per step",
+        choices=("ngram", "draft", "off"))
+    draft_model: str = setting(
+        "", "a smaller model with the same tokenizer (path to a .gguf file or registry "
+        "name) whose guesses the --model model verifies: speculative decoding with a "
+        "draft model (--speculative draft); default: none")
+    draft_cost: float | None = setting(
+        None, "what a decode of the draft model costs, relative to one of the model, as "
+        "speculation weighs it against the tokens its drafts are expected to save "
+        "(default: the ratio of their weights' sizes)")
+    max_body_mb: int = setting(DEFAULT_MAX_BODY_MB,
+                               "largest request body accepted, in MiB (larger: 413)")
+    api_key: tuple[str, ...] = setting(
+        (), "require this API key (repeatable; default: none, no key needed)")
+    keepalive_seconds: float = setting(
+        10.0, "seconds a stream may stay silent before the server sends a keepalive (an "
+        "SSE comment, or the dialect's ping; 0: never)")
+    request_timeout: float = setting(
+        120.0, "seconds a request may run, its whole stream included, before it is ended "
+        "with a timeout error")
+    shutdown_grace: float = setting(
+        10.0, "seconds running generations may finish on SIGTERM/SIGINT before they are "
+        "ended with an error (new requests get 503 meanwhile)")
+    max_connections: int = setting(
+        256, "open connections served; one more is answered 503 and closed")
+    keepalive_timeout: float = setting(
+        5.0, "seconds an idle kept-alive connection stays open")
+    header_timeout: float = setting(
+        10.0, "seconds a connection has to send its request headers")
+    data_dir: str = setting(  # empty: the user's data directory (default_data_dir)
+        "", "where stored responses (SQLite) and the disk prompt cache live (default: "
+        "$XDG_DATA_HOME/parlance, else ~/.local/share/parlance)", path=True)
+    responses_retention: int = setting(
+        10_000, "how many stored responses to keep (the newest)")
+    allow_request_mcp: bool = setting(
+        False, "let requests name their own MCP servers (LM Studio's ephemeral_mcp "
+        "integrations)")
+    mcp_allow_host: tuple[str, ...] = setting(
+        (), "a private or loopback host those servers may reach (repeatable; default: none)")
+    mcp_config: str = setting(  # empty: <data dir>/mcp.json when it exists
+        "", "mcp.json with the MCP servers requests may use as plugins (default: mcp.json "
+        "in the data dir, when present)", path=True)
+    mcp_max_rounds: int = setting(
+        8, "model calls that may end in server-side tool calls per request")
+    models_dir: str = setting(  # empty: <data dir>/models
+        "", "GGUF files (publisher/repo/file.gguf) loaded on first use, and where "
+        "downloads go (default: models in the data dir)", path=True)
+    download_allow_host: tuple[str, ...] = setting(
+        (), "a private or loopback host model downloads may reach (repeatable; default: "
+        "none)")
+    download_max_jobs: int = setting(
+        4, "model downloads running at once; one more is refused until one has finished")
+    download_timeout: float = setting(
+        21600.0, "seconds one model download may take; a slower one fails and resumes "
+        "when asked for again")
+    download_min_free_mb: int = setting(
+        1024, "free disk, in MiB, that model downloads always leave; a file that does not "
+        "fit is refused or stopped")
+    jit_ttl: float = setting(
+        3600.0, "seconds a model loaded on first use may stay idle (0: forever)")
+    memory_budget_mb: int = setting(
+        0, "unload idle models so the loaded ones (weights, KV cache and compute buffers, "
+        "estimated) stay within this; loads larger than this or than the free memory are "
+        "refused (0: no budget)")
     # Evaluated prompt prefixes kept beyond the slots, per model; None: the default
     # (RAM: min(1/8 of the available memory, 2 GiB); disk: min(1/10 of the free
     # space, 4 GiB), under <data dir>/prompt-cache); 0: off
-    prompt_cache_mb: int | None = None
-    prompt_cache_disk_mb: int | None = None
-    max_body_mb: int = DEFAULT_MAX_BODY_MB  # larger request bodies are refused (413)
-    model_alias: tuple[str, ...] = ()  # PATTERN=MODEL: more names (globs: claude-*) for MODEL
-    rpc: tuple[str, ...] = ()  # HOST:PORT of llama.cpp rpc-servers that hold the layers
-    upstream: tuple[str, ...] = ()  # URLs of OpenAI-compatible servers whose models we serve
-    upstream_api_key: str = ""  # the key sent to the --upstream servers
-    upstream_health_interval: float = 5.0  # seconds between health checks of upstreams
-    upstream_max_event_mb: int = 8  # one event of an upstream stream; larger ends it
+    prompt_cache_mb: int | None = setting(
+        None, "MiB of RAM per model for evaluated prompt prefixes kept beyond the slots, "
+        "restored when a prompt shares one (default: the least of 1/8 of the available "
+        "memory and 2048; 0: off)")
+    prompt_cache_disk_mb: int | None = setting(
+        None, "MiB of disk per model for prompt prefixes kept across restarts, under "
+        "prompt-cache/ in the data dir (default: the least of 1/10 of the free space and "
+        "4096; 0: off)")
+    upstream: tuple[str, ...] = setting(
+        (), "an OpenAI-compatible server (vLLM, SGLang, llama-server, Ollama, LM Studio, "
+        "Parlance) whose models this server serves too, balanced over every server that "
+        "lists the same model (repeatable; default: none); with no --model, no local "
+        "model is loaded", metavar="URL")
+    upstream_api_key: str = setting(
+        "", "the API key sent to the --upstream servers (default: none)")
+    upstream_health_interval: float = setting(
+        5.0, "seconds between health checks (and model discovery) of the upstream servers")
+    upstream_max_event_mb: int = setting(
+        8, "largest event of an upstream stream (and largest embeddings answer), in MiB; "
+        "a server that sends a larger one has that stream or answer ended with an error")
+    rpc: tuple[str, ...] = setting(
+        (), "a llama.cpp rpc-server to hold the models' layers (repeatable: they are split "
+        "by the servers' free memory; to use this machine as well, run an rpc-server here "
+        "too; default: none)", metavar="HOST:PORT")
     # The file's [[upstreams]] tables (url, api_key, models, weight); not a flag
     upstreams: tuple[UpstreamEntry, ...] = ()
     # Whether a local model is loaded at start: yes unless upstreams are configured
@@ -130,21 +242,26 @@ class ServeConfig:
     local_model: bool = True
 
 
+def flag_of(item: Field[Any]) -> Flag | None:
+    """The setting's `Flag`; None for a field that is not one (set by the file)."""
+    return item.metadata.get(FLAG)
+
+
 # Each setting's built-in default (what `parlance serve --help` shows).
 SERVE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ServeConfig)}
 # Settings with a closed set of values, checked here whichever source gave them
-# (argparse's `choices` cover only the flags). `speculative` is the llama.cpp engine's
-# `SPECULATIVE_MODES` (not imported: that would load llama.cpp for every command).
-CHOICES: dict[str, tuple[str, ...]] = {"speculative": ("ngram", "draft", "off")}
-_TYPES = {f.name: str(f.type) for f in fields(ServeConfig)}  # ("int | None", …)
+# (argparse's `choices` cover only the flags).
+CHOICES: dict[str, tuple[str, ...]] = {
+    f.name: flag.choices for f in fields(ServeConfig) if (flag := flag_of(f)) and flag.choices}
+C = TypeVar("C", bound=ServeConfig)
 
 
 def env_name(field: str) -> str:
     return f"PARLANCE_{field.upper()}"
 
 
-def _coerce(field: str, raw: Any) -> Any:
-    kind = _TYPES[field]
+def _coerce(kind: str, raw: Any) -> Any:
+    """`raw` as a setting of this type ("int | None", as the field is written)."""
     if "tuple" in kind:  # repeatable flags; comma-separated in env and file
         items = raw.split(",") if isinstance(raw, str) else list(raw)
         return tuple(k.strip() for k in items if k.strip())
@@ -159,19 +276,20 @@ def _coerce(field: str, raw: Any) -> Any:
     return str(raw)
 
 
-def _setting(field: str, raw: Any, source: str) -> Any:
-    """`raw` as the setting's type (and one of its `CHOICES`); a value that is neither
+def _setting(item: Field[Any], raw: Any, source: str) -> Any:
+    """`raw` as the setting's type (and one of its `choices`); a value that is neither
     is refused naming where it came from."""
+    kind = str(item.type)
     try:
-        value = _coerce(field, raw)
+        value = _coerce(kind, raw)
     except (ValueError, TypeError):
-        raise ValueError(f"{source}: {field} must be {_TYPES[field]}, not {raw!r}") from None
-    choices = CHOICES.get(field)
-    if choices is not None:
+        raise ValueError(f"{source}: {item.name} must be {kind}, not {raw!r}") from None
+    flag = flag_of(item)
+    if flag is not None and flag.choices:
         value = value.strip().lower()
-        if value not in choices:
-            raise ValueError(f"{source}: {field} must be one of {', '.join(choices)}, "
-                             f"not {raw!r}")
+        if value not in flag.choices:
+            raise ValueError(f"{source}: {item.name} must be one of "
+                             f"{', '.join(flag.choices)}, not {raw!r}")
     return value
 
 
@@ -208,8 +326,12 @@ def read_config_file(path: Path | None) -> tuple[dict[str, Any], Path | None]:
 
 
 def resolve_config(
-    flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None
-) -> tuple[ServeConfig, dict[str, ModelSpec]]:
+    flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None,
+    kind: type[C] = ServeConfig,  # type: ignore[assignment]  # (the default's C)
+) -> tuple[C, dict[str, ModelSpec]]:
+    """The settings of `kind` (every setting of `ServeConfig`, or a subclass's too) from
+    the flags, the environment, the file's `[serve]` table and the defaults, in that
+    order; and the registry with the file's presets."""
     document, read = read_config_file(config_path)
     base_dir = read.parent if read is not None else Path.cwd()
     registry = builtin_registry()
@@ -217,19 +339,20 @@ def resolve_config(
         registry = with_preset(registry, name, table, base_dir)
     values: dict[str, Any] = {}
     file_defaults = document.get("serve", {})
-    for field in (f.name for f in fields(ServeConfig)):
-        if flags.get(field) not in (None, (), []):
-            values[field] = _setting(field, flags[field], "--" + field.replace("_", "-"))
-        elif env.get(env_name(field)):
-            values[field] = _setting(field, env[env_name(field)], env_name(field))
-        elif field in file_defaults:
-            values[field] = _setting(field, file_defaults[field], f"[serve] in {read}")
+    for item in fields(kind):
+        name = item.name
+        if flags.get(name) not in (None, (), []):
+            values[name] = _setting(item, flags[name], "--" + name.replace("_", "-"))
+        elif env.get(env_name(name)):
+            values[name] = _setting(item, env[env_name(name)], env_name(name))
+        elif name in file_defaults:
+            values[name] = _setting(item, file_defaults[name], f"[serve] in {read}")
     values["upstreams"] = upstream_entries(document.get("upstreams", []))
     if "local_model" not in values:
         values["local_model"] = "model" in values or not (values.get("upstream")
                                                          or values["upstreams"])
     values.update(_draft_settings(values))
-    config = ServeConfig(**values)
+    config = kind(**values)
     registry = with_aliases(registry, config.model_alias)
     if not config.data_dir:
         config = replace(config, data_dir=str(default_data_dir()))

@@ -8,12 +8,12 @@ import threading
 
 from rich.console import Console
 
-from parlance.console.load_progress import LoadProgress
+from parlance.console.load_progress import LoadProgressView
 
 
 def test_without_a_terminal_a_line_per_quarter():
     out = io.StringIO()
-    progress = LoadProgress(Console(file=out, force_terminal=False, width=200))
+    progress = LoadProgressView(Console(file=out, force_terminal=False, width=200))
     with progress.load("acme/[b]model") as report:
         for i in range(101):
             report(i / 100)
@@ -26,7 +26,7 @@ def test_without_a_terminal_a_line_per_quarter():
 
 def test_on_a_terminal_loads_at_once_share_one_display():
     out = io.StringIO()
-    progress = LoadProgress(Console(file=out, force_terminal=True, width=100))
+    progress = LoadProgressView(Console(file=out, force_terminal=True, width=100))
     inside, leave = threading.Event(), threading.Event()
 
     def other() -> None:
@@ -51,7 +51,7 @@ def test_on_a_terminal_loads_at_once_share_one_display():
 
 def test_on_a_terminal_the_bar_ends_full():
     out = io.StringIO()
-    progress = LoadProgress(Console(file=out, force_terminal=True, width=100))
+    progress = LoadProgressView(Console(file=out, force_terminal=True, width=100))
     with progress.load("model") as report:
         report(0.3)
         report(1.0)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from rich.console import Console
 
+from parlance.console.errors import ServerError
 from parlance.console.render import SHOWN_OUTPUT, Answer, stream_error
 from parlance.core.errors import EngineFailure, ParlanceError
 from parlance.core.events import (
@@ -25,7 +27,7 @@ from parlance.core.events import (
     Usage,
 )
 from parlance.core.tools import ToolProvider, ToolSpec
-from parlance.dialects.base import DONE, Served
+from parlance.dialects.base import DONE, CallFacts, Incoming
 from parlance.dialects.openai.responses import OpenAIResponses
 from tests.support.encoding import encoded
 
@@ -37,8 +39,8 @@ def events(core: list[Event], failure: ParlanceError | None = None,
            **fields: Any) -> list[dict[str, Any]]:
     """The stream's events for these core events, as the server sends them."""
     dialect = OpenAIResponses()
-    call = dialect.parse({"model": "m", "input": "hi", "stream": True, **fields})
-    return [frame.data for frame in encoded(dialect.encoder(call, Served("m", ())), core,
+    call = dialect.parse(Incoming({"model": "m", "input": "hi", "stream": True, **fields}))
+    return [frame.data for frame in encoded(dialect.encoder(call, CallFacts("m", ())), core,
                                             failure) if frame.data != DONE]
 
 
@@ -134,3 +136,25 @@ def test_a_failed_stream_says_why():
     said = [stream_error(e) for e in events([TextDelta("partial")], EngineFailure("it broke"))]
     assert said[-1] == "it broke" and not any(said[:-1])
     assert stream_error({"type": "error", "code": "x", "message": "bad"}) == "bad"
+
+
+def test_the_live_view_draws_a_screenful_of_the_end_of_a_huge_answer():
+    answer = Answer()
+    answer.feed({"type": "response.output_text.delta", "output_index": 0,
+                 "delta": "line\n" * 2_000_000 + "THE END"})
+    console = Console(width=80, height=24, record=True, force_terminal=False)
+    console.print(answer.live)
+    live = console.export_text()
+    assert live.rstrip().endswith("THE END") and live.count("\n") <= 23
+    console.print(answer)
+    assert "more characters not shown" in console.export_text()
+
+
+def test_an_event_of_the_wrong_shape_is_a_server_error():
+    answer = Answer()
+    for event in ({"type": "response.output_text.delta", "delta": 5},
+                  {"type": "response.output_item.added", "item": [1]},
+                  {"type": "response.completed", "response": {"usage": {"output_tokens": "7"}}},
+                  {"type": "response.output_text.delta", "output_index": "0", "delta": "x"}):
+        with pytest.raises(ServerError, match="malformed"):
+            answer.feed(event)

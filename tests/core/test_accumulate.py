@@ -4,7 +4,7 @@ from parlance.core.events import (
     Failed,
     Finish,
     FinishReason,
-    Progress,
+    PromptProgress,
     ReasoningDelta,
     TextDelta,
     TokenLogprob,
@@ -18,7 +18,7 @@ from parlance.core.events import (
 def test_accumulate_when_text_and_logprobs_then_concatenated_per_choice():
     lp = TokenLogprob("Hi", -0.1, (72, 105))
     result = accumulate([
-        Progress(3, 3), TextDelta("Hi", logprobs=(lp,)), TextDelta(" there", index=1),
+        PromptProgress(3, 3), TextDelta("Hi", logprobs=(lp,)), TextDelta(" there", index=1),
         TextDelta("!", logprobs=()), Finish(FinishReason.STOP), Finish(FinishReason.LENGTH, 1),
         Usage(5, 3),
     ])

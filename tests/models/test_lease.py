@@ -26,7 +26,7 @@ PATIENCE = 60.0  # a generous bound for every wait; nothing is timed against it
 
 
 class RecordingModels(ServedModels):
-    """Served models that note every call's `keep` and `release` (and do them)."""
+    """CallFacts models that note every call's `keep` and `release` (and do them)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

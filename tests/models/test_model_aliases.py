@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from parlance.cli import _parser
+from parlance.cli.dispatch import build_parser
 from parlance.config import resolve_config
 from parlance.core.errors import InvalidRequest
 from parlance.engines.fake import FakeEngine
@@ -31,7 +31,7 @@ def test_flag_env_and_file_add_glob_aliases(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "parlance.toml"
     path.write_text(TOML)
-    args = vars(_parser().parse_args(["serve", "--model-alias", "claude-*=smollm2",
+    args = vars(build_parser().parse_args(["serve", "--model-alias", "claude-*=smollm2",
                                       "--model-alias", "gpt-5=coder"]))
     config, registry = resolve_config(args, {}, path)
     assert config.model_alias == ("claude-*=smollm2", "gpt-5=coder")

@@ -113,3 +113,41 @@ class Browser:
 
     def close(self) -> None:
         self.driver.quit()
+
+
+# -- accessibility and emulation ---------------------------------------------------------
+
+AXE = ("axe-core", "4.11.4")
+
+
+def axe_source() -> str:
+    """axe-core's script, from the npm registry (installed once into the clients cache)."""
+    from tests.support.npm import npm_package
+
+    package, version = AXE
+    return (npm_package(package, version) / "node_modules" / package / "axe.min.js").read_text()
+
+
+def serious_violations(browser: Browser) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations of the page as it is now."""
+    if not browser.js("return Boolean(window.axe);"):
+        browser.driver.execute_cdp_cmd("Runtime.evaluate", {"expression": axe_source()})
+    result = browser.driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']}).then("
+        "  (r) => done(r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,"
+        "    nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 5)}))),"
+        "  (e) => done([{id: 'axe-failed', impact: 'critical', help: String(e), nodes: []}]));")
+    return [v for v in result if v["impact"] in ("serious", "critical")]
+
+
+def emulate(browser: Browser, *, dark: bool = False, width: int | None = None,
+            height: int | None = None) -> None:
+    """The colour scheme and viewport the page sees (None: the window's own)."""
+    browser.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+        "features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]})
+    if width is None:
+        browser.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    else:
+        browser.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": True})

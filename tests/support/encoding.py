@@ -11,7 +11,7 @@ from typing import Any
 from parlance.core.errors import ParlanceError
 from parlance.core.events import Event
 from parlance.dialects.base import Encoder, Frame, Framing
-from parlance.server.generation.framing import encode
+from parlance.server.calls.framing import encode
 
 
 def encoded(encoder: Encoder, events: Iterable[Event],

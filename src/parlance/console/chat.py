@@ -64,13 +64,15 @@ class ChatSession(Chat):
 
     def ask(self, text: str) -> None:
         """One turn: stream the answer into a live view until it ends or Ctrl-C, which
-        may come at any point of it, also while the request is still being set up."""
+        may come at any point of it, also while the request is still being set up; then
+        print it whole."""
         self.items.append({"role": "user", "content": text})
         answer, stopped, started = Answer(), False, time.perf_counter()
-        # Live redraws from a thread of its own, REDRAW times a second (the Markdown is
-        # rendered whole each time: not once per token), and once more at the end
-        live = Live(answer, console=self.console, refresh_per_second=REDRAW,
-                    vertical_overflow="visible")
+        failed: ServerError | None = None
+        # Live redraws the answer's end from a thread of its own, REDRAW times a second
+        # (not once per token), and erases it when the answer has ended
+        live = Live(answer.live, console=self.console, refresh_per_second=REDRAW,
+                    transient=True)
         try:
             try:
                 with interrupts_held():
@@ -78,28 +80,42 @@ class ChatSession(Chat):
                 with self.server.events("/v1/responses", self.request()) as events:
                     for event in events:
                         answer.feed(event)
-                        if (failed := stream_error(event)) is not None:  # (its end)
-                            raise ServerError(failed)
+                        if (said := stream_error(event)) is not None:  # (its end)
+                            raise ServerError(said)
             finally:
                 with interrupts_held():
                     live.stop()
         except KeyboardInterrupt:
             stopped = True  # leaving the `with` closed the stream: the server stops
-        except ServerError as exc:
-            self.items.pop()  # no answer (or a broken one): the turn is not kept
-            self.console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
-            return
+        except ServerError as exc:  # no answer (or a broken one): the turn is not kept
+            failed = exc
         # the answer has ended: a Ctrl-C now has nothing to stop (and must not leave
         # the turn half kept, nor end the program)
         with contextlib.suppress(KeyboardInterrupt), interrupts_held():
-            if answer.model and not self.model:
-                self.model = answer.model
-            self.mcp_tools.update(answer.tools)
-            if kept := answer.kept():
-                self.items.extend(kept)
-            else:
+            if failed is not None:
                 self.items.pop()
-            self.console.print(answer.figures(time.perf_counter() - started, stopped))
+            else:
+                if answer.model and not self.model:
+                    self.model = answer.model
+                self.mcp_tools.update(answer.tools)
+                if kept := answer.kept():
+                    self.items.extend(kept)
+                else:
+                    self.items.pop()
+        self._print(answer)
+        with contextlib.suppress(KeyboardInterrupt), interrupts_held():
+            if failed is not None:
+                self.console.print(f"[red]error:[/] {escape(str(failed))}", soft_wrap=True)
+            else:
+                self.console.print(answer.figures(time.perf_counter() - started, stopped))
+
+    def _print(self, answer: Answer) -> None:
+        """The answer as it ended; Ctrl-C cuts a long one short (the turn is kept)."""
+        try:
+            self.console.print(answer)
+        except KeyboardInterrupt:
+            with contextlib.suppress(KeyboardInterrupt), interrupts_held():
+                self.console.print("\n(the rest of this answer not shown)", style="dim")
 
     def run(self, read: ReadLine = input) -> int:
         self.console.print(f"Chatting with {self.model or 'the default model'} at "

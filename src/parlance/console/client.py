@@ -4,13 +4,15 @@ refused key, an unknown model: each in the server's own words where it gave any.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx2
+
+from parlance.console.errors import ServerError as ServerError  # (re-exported)
+from parlance.console.wire import decoded
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 URL_ENV = "PARLANCE_URL"
@@ -20,10 +22,6 @@ KEY_ENV = "PARLANCE_API_KEY"
 # busy machine), and a stream is read for as long as it runs.
 TIMEOUT = httpx2.Timeout(connect=10.0, read=None, write=60.0, pool=10.0)
 STREAM = {"accept": "text/event-stream"}
-
-
-class ServerError(Exception):
-    """What went wrong, in one line for the terminal."""
 
 
 def server_url(flag: str | None) -> str:
@@ -65,13 +63,14 @@ class Server:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str) -> dict[str, Any]:
+        """The JSON object the server answers a GET of `path` with."""
         with self._failures():
-            return self._checked(self.http.get(path)).json()
+            return _answer(self._checked(self.http.get(path)), f"GET {path}")
 
-    def post(self, path: str, body: dict[str, Any]) -> Any:
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         with self._failures():
-            return self._checked(self.http.post(path, json=body)).json()
+            return _answer(self._checked(self.http.post(path, json=body)), f"POST {path}")
 
     @contextmanager
     def lines(self, path: str, body: dict[str, Any]) -> Iterator[Iterator[dict[str, Any]]]:
@@ -79,7 +78,7 @@ class Server:
         Leaving the block closes the stream."""
         with self._failures(), self.http.stream("POST", path, json=body) as answer:
             self._checked(answer)
-            yield (json.loads(line) for line in answer.iter_lines() if line.strip())
+            yield (decoded(line, "a line") for line in answer.iter_lines() if line.strip())
 
     @contextmanager
     def events(self, path: str, body: dict[str, Any]) -> Iterator[Iterator[dict[str, Any]]]:
@@ -91,7 +90,7 @@ class Server:
             self._checked(answer)
             if answer.headers.get("content-type", "").startswith("application/json"):
                 answer.read()
-                yield iter([answer.json()])
+                yield iter([_answer(answer, f"POST {path}")])
             else:
                 yield _sse_data(answer.iter_lines())
 
@@ -122,6 +121,10 @@ class Server:
         raise ServerError(f"{said} (HTTP {answer.status_code})")
 
 
+def _answer(answer: httpx2.Response, request: str) -> dict[str, Any]:
+    return decoded(answer.text, f"an answer to {request}")
+
+
 def _sse_data(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
     data: list[str] = []
     for line in lines:
@@ -132,4 +135,4 @@ def _sse_data(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
             data = []
             if text == "[DONE]":
                 return
-            yield json.loads(text)
+            yield decoded(text, "an event")

@@ -24,7 +24,8 @@ from rich.progress import (
 from rich.table import Table
 
 from parlance.console.client import Server, ServerError, error_message
-from parlance.console.load_progress import LoadProgress
+from parlance.console.load_progress import LoadProgressView
+from parlance.console.wire import an_object_field, field, objects, text
 
 
 def size(count: int | None) -> str:
@@ -37,17 +38,19 @@ def size(count: int | None) -> str:
 
 
 def ps(server: Server, out: Console) -> int:
-    loaded = server.get("/api/ps").get("models", [])
+    loaded = objects(server.get("/api/ps"), "models", "answer to GET /api/ps")
     if not loaded:
         out.print("No model is loaded.")
         return 0
     table = Table("NAME", "SIZE", "CONTEXT", "UNTIL")
     table.columns[0].overflow = "fold"
+    where = "model of GET /api/ps"
     for model in loaded:
         # (Ollama's name:latest is the id load, unload and chat take)
-        table.add_row(escape(model.get("name", "").removesuffix(":latest")),
-                      size(model.get("size")), str(model.get("context_length") or ""),
-                      until(model.get("expires_at")))
+        table.add_row(escape(text(model, "name", where).removesuffix(":latest")),
+                      size(field(model, "size", int, where)),
+                      str(field(model, "context_length", int, where) or ""),
+                      until(field(model, "expires_at", str, where)))
     out.print(table)
     return 0
 
@@ -58,9 +61,9 @@ def until(expires_at: str | None) -> str:
         return ""
     try:
         when = datetime.fromisoformat(expires_at)
-    except ValueError:
+        seconds = when.timestamp() - time.time()
+    except (ValueError, OverflowError, OSError):
         return expires_at
-    seconds = when.timestamp() - time.time()
     if seconds > 100 * 365 * 86400:
         return "forever"
     if seconds <= 0:
@@ -73,31 +76,36 @@ def load(server: Server, model: str, context_length: int | None, err: Console) -
     body: dict[str, Any] = {"model": model, "echo_load_config": True}
     if context_length is not None:
         body["context_length"] = context_length
-    answer = None
+    answer: dict[str, Any] = {}
     with (server.events("/api/v1/models/load", body) as events,
-          LoadProgress(err).load(model) as report):
+          LoadProgressView(err).load(model) as report):
         for event in events:
             if (failed := error_message(event)) is not None:
                 raise ServerError(failed)
-            kind = event.get("type")
+            kind = text(event, "type", "load event")
+            where = f"{kind or 'load'} event"
             if kind == "model_load.progress":
-                report(float(event.get("progress", 0.0)))
+                report(field(event, "progress", float, where) or 0.0)
             elif kind == "model_load.end" or "instance_id" in event:
                 # (a server that answers the load at once sends its answer alone)
-                answer = event.get("result") if kind == "model_load.end" else event
+                answer = (an_object_field(event, "result", where)
+                          if kind == "model_load.end" else event)
                 report(1.0)
-    if not isinstance(answer, dict):
+    if not answer:
         raise ServerError("the server ended the load without saying it loaded")
-    config = answer.get("load_config") or {}
-    shown = f", context {config['context_length']}" if config.get("context_length") else ""
-    err.print(f"[green]Loaded[/] {escape(answer.get('instance_id', model))} in "
-              f"{answer.get('load_time_seconds', 0):.2f}s{shown}")
+    where = "load answer"
+    context = field(an_object_field(answer, "load_config", where), "context_length", int,
+                    where)
+    seconds = field(answer, "load_time_seconds", float, where) or 0.0
+    err.print(f"[green]Loaded[/] {escape(text(answer, 'instance_id', where) or model)} in "
+              f"{seconds:.2f}s" + (f", context {context}" if context else ""))
     return 0
 
 
 def unload(server: Server, model: str, err: Console) -> int:
     answer = server.post("/api/v1/models/unload", {"instance_id": model})
-    err.print(f"Unloaded {answer.get('instance_id', model)}", markup=False)
+    err.print(f"Unloaded {text(answer, 'instance_id', 'unload answer') or model}",
+              markup=False)
     return 0
 
 
@@ -112,12 +120,14 @@ def pull(server: Server, name: str, err: Console) -> int:
         for line in lines:
             if (failed := error_message(line)) is not None:
                 raise ServerError(failed)
-            status = str(line.get("status", ""))
-            if "total" in line:
+            status = text(line, "status", "pull line")
+            total = field(line, "total", int, "pull line")
+            if total is not None:
+                completed = field(line, "completed", int, "pull line") or 0
                 if task is None:
-                    task = progress.add_task(status, total=line["total"])
-                progress.update(task, description=status, total=line["total"],
-                                completed=line.get("completed", 0))
+                    task = progress.add_task(escape(status), total=total)
+                progress.update(task, description=escape(status), total=total,
+                                completed=completed)
             elif status == "success":
                 if task is not None:
                     progress.update(task, completed=progress.tasks[task].total)
@@ -132,14 +142,16 @@ def pull(server: Server, name: str, err: Console) -> int:
 def models(server: Server, out: Console) -> int:
     table = Table("id", "loaded", "size", "context", "architecture", "quantization")
     table.columns[0].overflow = "fold"  # an id is shown whole: it is what commands take
-    for model in server.get("/api/v1/models").get("models", []):
-        instances = model.get("loaded_instances") or []
-        context = next((i["config"].get("context_length") for i in instances
-                        if isinstance(i.get("config"), dict)), None)
-        quantization = (model.get("quantization") or {}).get("name") or ""
-        table.add_row(escape(model.get("key", "")), "yes" if instances else "",
-                      size(model.get("size_bytes")),
-                      str(context or model.get("max_context_length") or ""),
-                      escape(model.get("architecture") or ""), escape(quantization))
+    where = "model of GET /api/v1/models"
+    for model in objects(server.get("/api/v1/models"), "models", "answer to GET "
+                         "/api/v1/models"):
+        instances = objects(model, "loaded_instances", where)
+        context = next((field(an_object_field(i, "config", where), "context_length", int,
+                              where) for i in instances), None)
+        quantization = text(an_object_field(model, "quantization", where), "name", where)
+        table.add_row(escape(text(model, "key", where)), "yes" if instances else "",
+                      size(field(model, "size_bytes", int, where)),
+                      str(context or field(model, "max_context_length", int, where) or ""),
+                      escape(text(model, "architecture", where)), escape(quantization))
     out.print(table)
     return 0

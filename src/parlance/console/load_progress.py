@@ -18,7 +18,7 @@ Report = Callable[[float], None]
 STEP = 0.25  # a plain line each time the load passes another quarter
 
 
-class LoadProgress:
+class LoadProgressView:
     """Loads may run at once (the first model at start, others on demand, each in a
     worker thread): on a terminal they share one live display, a bar each."""
 

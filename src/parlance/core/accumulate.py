@@ -16,7 +16,7 @@ from parlance.core.events import (
     Finish,
     FinishReason,
     ModelLoad,
-    Progress,
+    PromptProgress,
     ReasoningDelta,
     TextDelta,
     TokenLogprob,
@@ -133,7 +133,7 @@ class Accumulator:
             case ModelLoad(seconds=seconds):
                 if seconds is not None:
                     result.load_seconds = seconds
-            case ToolCallEnd() | Progress():
+            case ToolCallEnd() | PromptProgress():
                 pass
             case Finish(reason=reason, index=index):
                 result.choice(index).finish_reason = reason

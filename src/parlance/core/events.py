@@ -7,7 +7,7 @@ Merge rules (what the accumulator does, and what every encoder may rely on):
 - A server-side tool call (one the server runs itself, e.g. on an MCP server)
   is followed by its `ToolResult` or `ToolRefused`, same `index`/`call_index`.
 - `ToolsListed` (one per tool server) comes before any generated event.
-- `Progress` and `ModelLoad` are advisory and may be dropped by a dialect.
+- `PromptProgress` and `ModelLoad` are advisory and may be dropped by a dialect.
 - Each choice ends with exactly one `Finish`; after every choice has finished
   the engine sends one `Usage` for the whole request.
 - `Failed` ends the stream early; nothing follows it.
@@ -136,7 +136,7 @@ class ModelLoad:
 
 
 @dataclass(frozen=True, slots=True)
-class Progress:
+class PromptProgress:
     """Prompt evaluation progress: `done` of `total` prompt tokens evaluated."""
 
     done: int
@@ -200,7 +200,7 @@ Event = (
     | ToolRefused
     | ToolsListed
     | ModelLoad
-    | Progress
+    | PromptProgress
     | Finish
     | Usage
     | Failed

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from parlance.core.embeddings import EmbeddingRequest, Embeddings
 from parlance.core.errors import ParlanceError
-from parlance.dialects.base import ErrorResponse
+from parlance.dialects.base import ErrorResponse, Incoming
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +26,9 @@ class EmbedCall:
 
 
 @dataclass(frozen=True, slots=True)
-class EmbedServed:
-    """What the endpoint measured while answering."""
+class EmbedCallFacts:
+    """What the endpoint tells the dialect of one embeddings call, measured while
+    answering it."""
 
     model: str  # the id the client asked for (aliases are echoed as sent)
     load_seconds: float | None  # this call waited that long for a load (None: loaded)
@@ -42,8 +43,8 @@ class EmbeddingDialect(Protocol[E]):
     def body_model(self) -> type[BaseModel]:
         """The pydantic model `parse` validates the body with (see `Dialect.body_model`)."""
 
-    def parse(self, body: Any) -> E: ...
+    def parse(self, incoming: Incoming) -> E: ...
 
-    def render(self, call: E, served: EmbedServed, result: Embeddings) -> dict[str, Any]: ...
+    def render(self, call: E, served: EmbedCallFacts, result: Embeddings) -> dict[str, Any]: ...
 
     def render_error(self, error: ParlanceError) -> ErrorResponse: ...

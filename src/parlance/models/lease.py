@@ -12,7 +12,7 @@ from __future__ import annotations
 from time import perf_counter
 from types import TracebackType
 
-from parlance.models.served import LoadOptions, Progress, ServedModel, ServedModels
+from parlance.models.served import LoadOptions, LoadProgress, ServedModel, ServedModels
 
 _NO_OPTIONS = LoadOptions()
 
@@ -48,7 +48,7 @@ class ModelLease:
         if loading_later or self.options != _NO_OPTIONS:
             self.models.check(self.requested, self.options)
 
-    async def acquire(self, progress: Progress | None = None) -> ServedModel:
+    async def acquire(self, progress: LoadProgress | None = None) -> ServedModel:
         """The model, loaded just in time if need be, held until `release` (never
         unloaded under the call, whatever its keep_alive); the call's keep_alive applies
         once it is idle."""

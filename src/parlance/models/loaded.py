@@ -18,11 +18,7 @@ from parlance.models.registry import ModelSpec
 class ServedModel:
     """One model with a running engine: loaded into this process (llama.cpp), or served
     by upstream servers. Its memory, how it was loaded and when it was last used decide
-    when it is unloaded.
-
-    Not to be confused with the dialect side's `Served` (`dialects.base`) and
-    `EmbedServed` (`dialects.embeddings`): those are what one call's handler tells its
-    dialect (the model id to echo, load time), not a model."""
+    when it is unloaded."""
 
     spec: ModelSpec
     engine: Engine

@@ -33,8 +33,8 @@ from parlance.models.registry import ModelSpec
 
 log = logging.getLogger("parlance.models")
 
-Progress = Callable[[float], None]  # called from the loading thread
-Loader = Callable[[ModelSpec, LoadPlan, Progress | None], Engine]  # blocking
+LoadProgress = Callable[[float], None]  # called from the loading thread
+Loader = Callable[[ModelSpec, LoadPlan, LoadProgress | None], Engine]  # blocking
 
 CHOSEN_NOTHING = LoadOptions()  # a call that asks for no load settings
 
@@ -75,7 +75,7 @@ class Loading:
 
     # -- loading ------------------------------------------------------------------
 
-    async def acquire(self, requested: str | None, on_progress: Progress | None = None,
+    async def acquire(self, requested: str | None, on_progress: LoadProgress | None = None,
                       options: LoadOptions = CHOSEN_NOTHING
                       ) -> tuple[ServedModel, str, float | None]:
         """(model, id to echo, load seconds when this call loaded it), loading the
@@ -96,7 +96,7 @@ class Loading:
         return model, echoed, None
 
     async def load(self, spec: ModelSpec, options: LoadOptions,
-                   on_progress: Progress | None = None, *, jit: bool = False
+                   on_progress: LoadProgress | None = None, *, jit: bool = False
                    ) -> tuple[ServedModel, float | None]:
         """(model, seconds when this call loaded it; None when it was loaded already
         or another request's load was joined)."""
@@ -117,7 +117,7 @@ class Loading:
         model = await asyncio.shield(task)
         return model, model.load_seconds
 
-    async def _load(self, spec: ModelSpec, options: LoadOptions, on_progress: Progress | None,
+    async def _load(self, spec: ModelSpec, options: LoadOptions, on_progress: LoadProgress | None,
                     jit: bool) -> ServedModel:
         plan = self.plan(spec, options)
         size = plan.memory.total

@@ -3,9 +3,8 @@ A facade over one concept per module: which model a name means (`names.py`),
 planning and loading on demand (`loading.py`), how long an idle model stays
 (`lifetime.py`), all looking at the same `Loaded` list (`loaded.py`).
 
-"Served" on this side means models: `ServedModel` is one model with a running engine,
-`ServedModels` all of them. The dialects' `Served` and `EmbedServed` are something
-else: what one call's handler tells its dialect.
+"Served" means models: `ServedModel` is one model with a running engine, `ServedModels`
+all of them. (What one call's handler tells its dialect is `dialects.base.CallFacts`.)
 """
 
 from __future__ import annotations
@@ -16,12 +15,12 @@ from parlance.models.headers import file_size
 from parlance.models.lifetime import Lifetime
 from parlance.models.load_plan import LoadDefaults, LoadOptions, LoadPlan
 from parlance.models.loaded import Loaded, ServedModel, Upstreams
-from parlance.models.loading import CHOSEN_NOTHING, Loader, Loading, Progress
+from parlance.models.loading import CHOSEN_NOTHING, Loader, Loading, LoadProgress
 from parlance.models.memory_estimate import available_memory
 from parlance.models.names import Names
 from parlance.models.registry import ModelSpec
 
-__all__ = ["LoadDefaults", "LoadOptions", "LoadPlan", "Loader", "Progress", "ServedModel",
+__all__ = ["LoadDefaults", "LoadOptions", "LoadPlan", "Loader", "LoadProgress", "ServedModel",
            "ServedModels", "Upstreams", "file_size"]
 
 _SERVER_DEFAULTS = LoadDefaults()
@@ -116,13 +115,13 @@ class ServedModels:
     def check(self, requested: str | None, options: LoadOptions) -> None:
         self._loading.check(requested, options)
 
-    async def acquire(self, requested: str | None, on_progress: Progress | None = None,
+    async def acquire(self, requested: str | None, on_progress: LoadProgress | None = None,
                       options: LoadOptions = CHOSEN_NOTHING
                       ) -> tuple[ServedModel, str, float | None]:
         return await self._loading.acquire(requested, on_progress, options)
 
     async def load(self, spec: ModelSpec, options: LoadOptions,
-                   on_progress: Progress | None = None, *, jit: bool = False
+                   on_progress: LoadProgress | None = None, *, jit: bool = False
                    ) -> tuple[ServedModel, float | None]:
         return await self._loading.load(spec, options, on_progress, jit=jit)
 

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from parlance.core.errors import MethodNotAllowed, ParlanceError, RouteNotFound
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
-from parlance.server.generation.drain import Drain
+from parlance.server.calls.drain import Drain
 from parlance.server.http.access_log import CLIENT_CLOSED, AccessLog
 from parlance.server.http.admission import Admission
 from parlance.server.http.origins import CrossSiteGuard
@@ -23,6 +23,7 @@ from parlance.server.http.unhandled import Unhandled
 from parlance.server.router import IndexedRouter
 from parlance.server.routes import build_routes, error_renderer
 from parlance.server.settings import ServerSettings
+from parlance.store.conversations import ConversationStore
 from parlance.store.responses import ResponseStore
 
 
@@ -47,6 +48,7 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
     data = settings.data_dir
     store = ResponseStore(data / "responses.sqlite3" if data else None,
                           retention=settings.responses_retention)
+    conversations = ConversationStore(data / "conversations.sqlite3" if data else None)
     downloads = (DownloadManager(settings.models_dir, allowed_hosts=settings.download_allow_hosts,
                                  limits=settings.download_limits)
                  if settings.models_dir else None)
@@ -62,13 +64,15 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
             await downloads.aclose()
         await models.aclose()
         store.close()
+        conversations.close()
 
     app = Starlette(
-        routes=build_routes(models, settings, store, downloads),
+        routes=build_routes(models, settings, store, downloads, conversations),
         # (a bug is answered, and logged once, by `Unhandled`, inside the access log)
-        middleware=[Middleware(AccessLog), Middleware(Unhandled),
-                    Middleware(CrossSiteGuard, settings=settings),
-                    Middleware(Admission, drain=drain)],
+        # (the middlewares answer in the envelope of each path's API: `error_renderer`)
+        middleware=[Middleware(AccessLog), Middleware(Unhandled, render=error_renderer),
+                    Middleware(CrossSiteGuard, settings=settings, render=error_renderer),
+                    Middleware(Admission, drain=drain, render=error_renderer)],
         exception_handlers={404: _no_route, 405: _no_route, ClientDisconnect: _client_left},
         lifespan=lifespan,
     )

@@ -4,7 +4,7 @@ and a shutdown that drains.
 uvicorn, told to stop (SIGTERM, SIGINT), closes its listeners, waits up to
 `timeout_graceful_shutdown` for open connections and then cancels what still runs:
 a stream cut that way ends with no terminal frame and an unterminated body. So the
-drain (`server/generation/drain.py`) begins at the start of uvicorn's shutdown, ends the
+drain (`server/calls/drain.py`) begins at the start of uvicorn's shutdown, ends the
 remaining generations by contract when its grace is over, and uvicorn's own timeout
 is set beyond that grace, as a last resort only. A second signal ends the grace at
 once (the streams still end by contract).
@@ -21,7 +21,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from parlance.server.generation.drain import Drain
+from parlance.server.calls.drain import Drain
 from parlance.server.http.connections import ConnectionLimits, GuardedHttpProtocol
 
 # How long after the grace uvicorn still waits for connections to close before it

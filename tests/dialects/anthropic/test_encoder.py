@@ -28,7 +28,7 @@ from parlance.core.events import (
 )
 from parlance.core.tools import ToolProvider, ToolSpec
 from parlance.dialects.anthropic import AnthropicMessages
-from parlance.dialects.base import Served
+from parlance.dialects.base import CallFacts, Incoming
 from parlance.engines.base import PromptInfo
 from tests.support.anthropic_contract import stream_events
 from tests.support.encoding import body, encoded
@@ -36,14 +36,14 @@ from tests.support.transcripts import assert_transcript
 
 HELLO = {"model": "fake-model", "max_tokens": 64, "stream": True,
          "messages": [{"role": "user", "content": "Hello!"}]}
-SERVED = Served("fake-model", prompts=(PromptInfo("Hello!", 1),))
+SERVED = CallFacts("fake-model", prompts=(PromptInfo("Hello!", 1),))
 CALL = [ToolCallStart("call_test", "get_weather"), ToolCallArgs('{"city": '),
         ToolCallArgs('"Paris"}'), ToolCallEnd()]
 
 
 def sse(events, failure=None, **fields: Any) -> str:
     dialect = AnthropicMessages()
-    call = dialect.parse({**HELLO, **fields})
+    call = dialect.parse(Incoming({**HELLO, **fields}))
     return body(encoded(dialect.encoder(call, SERVED), events, failure), dialect.framing)
 
 

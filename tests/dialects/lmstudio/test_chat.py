@@ -10,7 +10,7 @@ from parlance.core.errors import EngineFailure
 from parlance.core.events import (
     Finish,
     FinishReason,
-    Progress,
+    PromptProgress,
     ReasoningDelta,
     TextDelta,
     Usage,
@@ -25,7 +25,8 @@ HELLO = {"model": "fake-model", "input": "Hello!"}
 
 
 def thinking_answer() -> list:
-    return [Progress(2, 8), Progress(8, 8), ReasoningDelta("Need to "), ReasoningDelta("greet."),
+    return [PromptProgress(2, 8), PromptProgress(8, 8), ReasoningDelta("Need to "),
+            ReasoningDelta("greet."),
             TextDelta("Hi"), TextDelta(" there"), Finish(FinishReason.STOP),
             Usage(8, 6, 0.25, 0.5, reasoning_tokens=3)]
 

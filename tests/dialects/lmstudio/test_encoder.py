@@ -16,7 +16,7 @@ from parlance.core.events import (
     Finish,
     FinishReason,
     ModelLoad,
-    Progress,
+    PromptProgress,
     ReasoningDelta,
     TextDelta,
     ToolCallArgs,
@@ -27,15 +27,15 @@ from parlance.core.events import (
     Usage,
 )
 from parlance.core.tools import ToolProvider
-from parlance.dialects.base import Served
+from parlance.dialects.base import CallFacts, Incoming
 from parlance.dialects.lmstudio import LMStudioChat
 from tests.support.encoding import body, encoded
 from tests.support.lmstudio_contract import check_result, checked_events
 from tests.support.transcripts import assert_transcript
 
 HELLO = {"model": "fake-model", "input": "Hello!", "stream": True}
-SERVED = Served("fake-model", prompts=())
-THINKING_ANSWER = [Progress(2, 8), Progress(8, 8), ReasoningDelta("Need to "),
+SERVED = CallFacts("fake-model", prompts=())
+THINKING_ANSWER = [PromptProgress(2, 8), PromptProgress(8, 8), ReasoningDelta("Need to "),
                    ReasoningDelta("greet."), TextDelta("Hi"), TextDelta(" there"),
                    Finish(FinishReason.STOP), Usage(8, 6, 0.25, 0.5, reasoning_tokens=3)]
 HUB = ToolProvider("ephemeral_mcp", "huggingface")
@@ -43,7 +43,7 @@ HUB = ToolProvider("ephemeral_mcp", "huggingface")
 
 def sse(events, failure=None, **fields: Any) -> str:
     dialect = LMStudioChat()
-    call = dialect.parse({**HELLO, **fields})
+    call = dialect.parse(Incoming({**HELLO, **fields}))
     return body(encoded(dialect.encoder(call, SERVED), events, failure), dialect.framing)
 
 
@@ -137,7 +137,7 @@ def test_a_server_side_call_shows_its_arguments_and_its_outcome():
     events = stream([*call(0, '{"limit": 1}'), ToolResult("Showing first 1", call_index=0),
                      *call(1, "not json"),
                      ToolRefused("invalid_arguments", "not JSON", call_index=1),
-                     Progress(9, 9), TextDelta("Done."), Finish(FinishReason.STOP),
+                     PromptProgress(9, 9), TextDelta("Done."), Finish(FinishReason.STOP),
                      Usage(9, 3)])
     tools = [(n, d) for n, d in events if n.startswith("tool_call.")]
     assert [n for n, _ in tools] == ["tool_call.start", "tool_call.arguments",

@@ -12,7 +12,7 @@ import pytest
 from parlance.core.events import (
     Finish,
     FinishReason,
-    Progress,
+    PromptProgress,
     ReasoningDelta,
     TextDelta,
     ToolCallArgs,
@@ -50,9 +50,9 @@ def body(mcp, **extra) -> dict:
 
 def enqueue_seed_exchange(engine: FakeEngine) -> None:
     """Seed 000: reasoning, a model_search call, then the answer."""
-    engine.enqueue(Progress(329, 329), ReasoningDelta("Need to call function."),
+    engine.enqueue(PromptProgress(329, 329), ReasoningDelta("Need to call function."),
                    Generated(SEARCH_CALL), Finish(FinishReason.STOP), Usage(329, 40, 0.5, 1.0, 5))
-    engine.enqueue(Progress(380, 400), Progress(400, 400), TextDelta(ANSWER),
+    engine.enqueue(PromptProgress(380, 400), PromptProgress(400, 400), TextDelta(ANSWER),
                    Finish(FinishReason.STOP), Usage(400, 10, 0.2, 0.3))
 
 

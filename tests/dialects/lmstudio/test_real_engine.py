@@ -96,14 +96,14 @@ async def _drain(generation) -> list:
 
 async def test_cold_model_loads_with_real_progress(real_llama_engine, tmp_path):
     """A second model key (the same GGUF) is loaded just in time on the real engine."""
-    from parlance.cli import _engine_loader, load_defaults
+    from parlance.cli.wiring import engine_loader, load_defaults
     from parlance.config import ServeConfig
 
     spec = builtin_registry()[MODEL_ID]
     cold = ModelSpec(id="local/smol-copy", locate=spec.locate, ctx_size=1024)
     config = ServeConfig(parallel=1, threads=2)
     models = ServedModels([ServedModel(spec, real_llama_engine, 0)], catalog=lambda: [cold],
-                          loader=_engine_loader(config), defaults=load_defaults(config))
+                          loader=engine_loader(config), defaults=load_defaults(config))
     app = create_app(models, ServerSettings())
     try:
         async with asgi_client(app) as http:

@@ -24,14 +24,14 @@ def oracle(app) -> ollama.AsyncClient:
 
 
 async def test_show_and_ps_report_the_real_model(real_llama_engine, tmp_path):
-    from parlance.cli import _engine_loader, load_defaults
+    from parlance.cli.wiring import engine_loader, load_defaults
     from parlance.config import ServeConfig
 
     spec = builtin_registry()[MODEL_ID]
     cold = ModelSpec(id="local/smol-copy", locate=spec.locate, ctx_size=1024)
     config = ServeConfig(parallel=1, threads=2)
     models = ServedModels([ServedModel(spec, real_llama_engine, 0)], catalog=lambda: [cold],
-                          loader=_engine_loader(config), defaults=load_defaults(config),
+                          loader=engine_loader(config), defaults=load_defaults(config),
                           idle_ttl=3600.0)
     client = oracle(create_app(models, ServerSettings(request_timeout=REQUEST_TIMEOUT)))
     try:

@@ -10,7 +10,7 @@ from itertools import pairwise
 
 import pytest
 
-from parlance.core.events import Finish, Progress, TextDelta
+from parlance.core.events import Finish, PromptProgress, TextDelta
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from tests.support.real_engine import (
@@ -111,7 +111,7 @@ async def test_second_turn_evaluates_only_the_new_suffix(engine):
     assert engine.metrics.prefix_cache_hits == hits + 1
     new_tokens = engine.metrics.prompt_tokens_evaluated - evaluated
     assert new_tokens < second.prompt_tokens - first.prompt_tokens  # not even turn 1's reply
-    progress = [e for e in second.events if isinstance(e, Progress)]
+    progress = [e for e in second.events if isinstance(e, PromptProgress)]
     assert progress[-1].done == progress[-1].total == second.prompt_tokens
 
 
@@ -205,7 +205,7 @@ async def test_a_long_prompt_is_evaluated_in_small_chunks_beside_a_running_strea
     long_prompt = " ".join(f"Item {i} is {PROMPTS[i % 8].lower()}" for i in range(300))
     long = await engine.start(text_request(long_prompt, max_tokens=1))
     async for event in long:
-        if isinstance(event, Progress):
+        if isinstance(event, PromptProgress):
             order.append(event.done)
     running.cancel()
     await reader

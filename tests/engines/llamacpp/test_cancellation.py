@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from parlance.core.events import Finish, Progress, TextDelta, Usage
+from parlance.core.events import Finish, PromptProgress, TextDelta, Usage
 from tests.support.real_engine import (
     TEXT_PROMPT,
     cancel_all,
@@ -108,7 +108,7 @@ async def test_a_prompt_cancelled_mid_prefill_is_resumed_by_its_retry(engine):
     await engine.clear_cache()
     generation = await engine.start(text_request(prompt, max_tokens=8))
     async for event in generation:
-        if isinstance(event, Progress):  # one chunk evaluated, more to come
+        if isinstance(event, PromptProgress):  # one chunk evaluated, more to come
             assert event.done < event.total
             evaluated = event.done
             break

@@ -62,7 +62,7 @@ async def test_greedy_text_twice_is_identical(engine):
 async def test_event_stream_shape(engine):
     """Text deltas, then exactly one Finish, then exactly one Usage, then the end."""
     result = await run(engine, chat_request(CHAT_PROMPT, max_tokens=32))
-    kinds = [type(e) for e in result.events if type(e).__name__ != "Progress"]
+    kinds = [type(e) for e in result.events if type(e).__name__ != "PromptProgress"]
     assert kinds[-2:] == [Finish, Usage]
     assert set(kinds[:-2]) == {TextDelta}
     usage = result.usage

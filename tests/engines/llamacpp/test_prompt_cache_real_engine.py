@@ -16,8 +16,9 @@ import pytest
 
 from parlance.engines.llamacpp import LlamaCppEngine
 from parlance.engines.llamacpp.model import ContextSettings
-from parlance.engines.llamacpp.prompt_cache import CacheSettings, Entry
-from parlance.engines.llamacpp.prompt_cache_disk import SUFFIX, encode, key_digest
+from parlance.engines.llamacpp.prompt_cache import CacheSettings
+from parlance.engines.llamacpp.prompt_cache_entry import Entry
+from parlance.engines.llamacpp.prompt_cache_file import SUFFIX, encode, key_digest
 from parlance.models.registry import builtin_registry
 from tests.support.real_engine import MODEL_ID, Run, run, text_request
 

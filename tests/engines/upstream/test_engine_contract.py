@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from parlance.core.errors import ContextOverflow, ModelUnloaded
-from parlance.core.events import Failed, Finish, FinishReason, Progress, TextDelta, Usage
+from parlance.core.events import Failed, Finish, FinishReason, PromptProgress, TextDelta, Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.engines.fake import FakeEngine
@@ -47,7 +47,7 @@ async def test_a_finished_stream_ends_with_one_usage(setup):
     _, upstream = setup
     generation = await upstream.start(request())
     events = [e async for e in generation]
-    assert events[0] == Progress(0, 1) and Progress(1, 1) in events
+    assert events[0] == PromptProgress(0, 1) and PromptProgress(1, 1) in events
     assert [e for e in events if isinstance(e, TextDelta | Finish)] == [
         TextDelta("Hello"), TextDelta(" there!"), Finish(FinishReason.STOP)]
     assert isinstance(events[-1], Usage) and events[-1].prompt_tokens == 2

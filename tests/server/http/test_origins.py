@@ -16,12 +16,13 @@ from starlette.testclient import TestClient, WebSocketDenialResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from parlance.cli import server_settings
+from parlance.cli.wiring import server_settings
 from parlance.config import resolve_config
 from parlance.engines.fake import FakeEngine
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
 from parlance.server.http.origins import CrossSiteGuard
+from parlance.server.routes import error_renderer
 from tests.support.fake_app import FAKE_SPEC, make_app
 
 EVIL = "https://evil.example"
@@ -227,7 +228,8 @@ def websocket_app(settings: ServerSettings) -> CrossSiteGuard:
         await websocket.send_text("open")
         await websocket.close()
 
-    return CrossSiteGuard(Starlette(routes=[WebSocketRoute("/v1/responses", greet)]), settings)
+    return CrossSiteGuard(Starlette(routes=[WebSocketRoute("/v1/responses", greet)]), settings,
+                          render=error_renderer)
 
 
 @pytest.mark.parametrize(("headers", "code"), [

@@ -17,7 +17,7 @@ import pytest
 from parlance.core.events import (
     Finish,
     FinishReason,
-    Progress,
+    PromptProgress,
     ToolCallArgs,
     ToolCallEnd,
     ToolCallStart,
@@ -108,7 +108,7 @@ def test_reasoning_and_a_tool_call_are_drawn(browser, fake_engine):
         browser.screenshot("reasoning-and-tool-call")
         reasoning = browser.js("return document.querySelector('details.reasoning').textContent;")
         call = browser.js("return document.querySelector('details.tool-call').innerText;")
-    assert "Reasoning" in reasoning and "the weather in Paris." in reasoning
+    assert "Thought for" in reasoning and "the weather in Paris." in reasoning
     assert "get_weather" in call and '"city": "Paris"' in call
 
 
@@ -162,8 +162,9 @@ PROMPT_BAR = """(() => {
 
 def test_a_prompt_being_evaluated_shows_a_progress_bar(browser, fake_engine):
     quarter, three_quarters = ThreadGate(), ThreadGate()
-    fake_engine.enqueue(Progress(256, 1024), quarter, Progress(768, 1024), three_quarters,
-                        Progress(1024, 1024), *STREAMED, Finish(FinishReason.STOP),
+    fake_engine.enqueue(PromptProgress(256, 1024), quarter, PromptProgress(768, 1024),
+                        three_quarters, PromptProgress(1024, 1024), *STREAMED,
+                        Finish(FinishReason.STOP),
                         Usage(1024, len(STREAMED)))
     with serving(fake_engine) as server:
         browser.ready(server.base_url)
@@ -196,7 +197,7 @@ def test_model_output_cannot_run_script(browser, fake_engine):
         browser.answered()
         for link in browser.driver.find_elements("css selector", ".message.assistant a"):
             link.click()
-        browser.driver.find_element("css selector", ".message.assistant b").click()
+        browser.driver.find_element("css selector", ".message.assistant .markdown").click()
         browser.screenshot("xss-inert")
         pwned = browser.js("return window.pwned;")
         found = browser.js("""
@@ -207,6 +208,7 @@ def test_model_output_cannot_run_script(browser, fake_engine):
                   (e) => [...e.attributes].map((a) => a.name)).filter((n) => n.startsWith('on')),
               hrefs: [...answer.querySelectorAll('a')].map((a) => a.getAttribute('href')),
               code: answer.querySelector('pre code').textContent,
+              text: answer.querySelector('.markdown').textContent,
             };""")
         windows = len(browser.driver.window_handles)
         # the second wall: markup that got past a sanitizer still runs no inline script
@@ -219,6 +221,7 @@ def test_model_output_cannot_run_script(browser, fake_engine):
     assert found["scripts"] == 0 and found["handlers"] == []
     assert all(h is None or not h.lower().startswith("javascript") for h in found["hrefs"])
     assert "<script>alert(1)</script>" in found["code"]  # shown as text, not run
+    assert '<b onmouseover="window.pwned=7">bold</b>' in found["text"]  # a model's HTML is text
     assert windows == 1
 
 

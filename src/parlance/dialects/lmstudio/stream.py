@@ -16,7 +16,7 @@ from parlance.core.errors import ParlanceError
 from parlance.core.events import (
     Event,
     ModelLoad,
-    Progress,
+    PromptProgress,
     ReasoningDelta,
     TextDelta,
     ToolCallEnd,
@@ -53,7 +53,7 @@ class ChatEventEncoder:
         match event:
             case ModelLoad():
                 return self._load.feed(event)
-            case Progress(done=done, total=total):
+            case PromptProgress(done=done, total=total):
                 return self._progress(done, total)
             case ReasoningDelta(text=text) if text:
                 return [*self._enter("reasoning"), frame("reasoning.delta", content=text)]

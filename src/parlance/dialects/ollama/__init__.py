@@ -26,7 +26,7 @@ from parlance.core.request import (
     TextInput,
 )
 from parlance.core.tools import ToolChoice
-from parlance.dialects.base import Call, ErrorResponse, Framing, Served
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing, Incoming
 from parlance.dialects.ollama import errors, request, result
 from parlance.dialects.ollama.request import ChatRequest, CommonRequest, GenerateRequest
 from parlance.dialects.ollama.stream import OllamaEncoder
@@ -76,11 +76,11 @@ class _Ollama:
     framing: Framing = "ndjson"
     generate = False
 
-    def encoder(self, call: OllamaCall, served: Served) -> OllamaEncoder:
+    def encoder(self, call: OllamaCall, served: CallFacts) -> OllamaEncoder:
         return OllamaEncoder(served.model, generate=self.generate, with_logprobs=call.logprobs,
                              final=lambda completion: self._final(call, served, completion))
 
-    def render(self, call: OllamaCall, served: Served, completion: Completion) -> dict[str, Any]:
+    def render(self, call: OllamaCall, served: CallFacts, completion: Completion) -> dict[str, Any]:
         if call.load_only:
             return result.load_answer(served.model, self.generate, call.keep_alive == 0)
         if self.generate:
@@ -94,7 +94,7 @@ class _Ollama:
     def render_error(self, error: ParlanceError) -> ErrorResponse:
         return errors.render_error(error)
 
-    def _final(self, call: OllamaCall, served: Served, completion: Completion) -> dict[str, Any]:
+    def _final(self, call: OllamaCall, served: CallFacts, completion: Completion) -> dict[str, Any]:
         """The final line's fields after `done_reason`."""
         fields: dict[str, Any] = {}
         if self.generate and (context := _context(call, served, completion)):
@@ -103,7 +103,7 @@ class _Ollama:
                                        call.received_ns)
 
 
-def _context(call: OllamaCall, served: Served, completion: Completion) -> list[int] | None:
+def _context(call: OllamaCall, served: CallFacts, completion: Completion) -> list[int] | None:
     """`context`: the prompt's tokens and the answer's, which a later call may send
     back to continue from them."""
     if not call.context or not served.prompts:
@@ -114,12 +114,13 @@ def _context(call: OllamaCall, served: Served, completion: Completion) -> list[i
 
 
 class OllamaChat(_Ollama):
-    """`POST /api/chat`."""
+    """Ollama's chat (`POST /api/chat`): messages in, NDJSON lines out unless `stream`
+    is false."""
 
     body_model = ChatRequest
 
-    def parse(self, body: Any) -> OllamaCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> OllamaCall:
+        req = parse_body(self.body_model, incoming.body)
         specs = request.tools(req.tools)
         thread = request.messages(req.messages or [])
         generation = _common(req, ChatInput(thread), tools=specs,
@@ -144,8 +145,8 @@ class OllamaGenerate(_Ollama):
     generate = True
     body_model = GenerateRequest
 
-    def parse(self, body: Any) -> OllamaCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> OllamaCall:
+        req = parse_body(self.body_model, incoming.body)
         request.no_images(req.images, "images")
         if req.raw and (req.template or req.system or req.context):
             raise InvalidRequest("raw mode does not support template, system, or context",

@@ -28,8 +28,8 @@ from parlance.core.embeddings import (
     shortened,
 )
 from parlance.core.errors import ContextOverflow, ParlanceError
-from parlance.dialects.base import ErrorResponse
-from parlance.dialects.embedding_base import EmbedCall, EmbedServed
+from parlance.dialects.base import ErrorResponse, Incoming
+from parlance.dialects.embedding_base import EmbedCall, EmbedCallFacts
 from parlance.dialects.ollama import errors
 from parlance.dialects.ollama.request import Options, keep_alive_seconds
 from parlance.dialects.shared.wire import WireModel, parse_body
@@ -80,12 +80,12 @@ class _Errors:
 
 
 class OllamaEmbed(_Errors):
-    """`POST /api/embed`."""
+    """Ollama's embeddings (`POST /api/embed`): a string or a list in, `embeddings` out."""
 
     body_model = EmbedBody
 
-    def parse(self, body: Any) -> OllamaEmbedCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> OllamaEmbedCall:
+        req = parse_body(self.body_model, incoming.body)
         if isinstance(req.input, str):
             texts = [req.input] if req.input else []  # an empty string: a load
         else:
@@ -101,7 +101,7 @@ class OllamaEmbed(_Errors):
                                keep_alive=keep_alive_seconds(req.keep_alive),
                                dimensions=dimensions)
 
-    def render(self, call: OllamaEmbedCall, served: EmbedServed,
+    def render(self, call: OllamaEmbedCall, served: EmbedCallFacts,
                result: Embeddings) -> dict[str, Any]:
         size = call.dimensions
         vectors = [shortened(v, size) if size is not None and size < len(v) else v
@@ -121,8 +121,8 @@ class OllamaEmbeddings(_Errors):
 
     body_model = EmbeddingsBody
 
-    def parse(self, body: Any) -> EmbedCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> EmbedCall:
+        req = parse_body(self.body_model, incoming.body)
         request = EmbeddingRequest(
             model=req.model,
             inputs=(EmbeddingInput(text=req.prompt),) if req.prompt else (),
@@ -133,6 +133,6 @@ class OllamaEmbeddings(_Errors):
         return EmbedCall(request, context_length=_load_options(req.options),
                          keep_alive=keep_alive_seconds(req.keep_alive))
 
-    def render(self, call: EmbedCall, served: EmbedServed,
+    def render(self, call: EmbedCall, served: EmbedCallFacts,
                result: Embeddings) -> dict[str, Any]:
         return {"embedding": result.vectors[0] if result.vectors else []}

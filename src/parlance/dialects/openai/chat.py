@@ -29,7 +29,7 @@ from parlance.core.events import (
 from parlance.core.messages import Message, ToolCall, unanswered_result
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.core.tools import ReasoningRequest
-from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Frame, Framing, Incoming
 from parlance.dialects.openai import tools as openai_tools
 from parlance.dialects.openai.common import (
     ChunkEncoder,
@@ -184,7 +184,7 @@ class ChatEncoder(ChunkEncoder):
     envelope_extra = {"usage": None}  # as OpenAI's: every chunk but the usage one says null
     usage_details = True
 
-    def __init__(self, call: ChatCall, served: Served) -> None:
+    def __init__(self, call: ChatCall, served: CallFacts) -> None:
         super().__init__(id=call.id, created=call.created, model=served.model,
                          include_usage=call.include_usage)
         self._logprobs = call.logprobs
@@ -260,8 +260,8 @@ class OpenAIChat:
     framing: Framing = "sse"
     body_model = ChatRequest
 
-    def parse(self, body: Any) -> ChatCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> ChatCall:
+        req = parse_body(self.body_model, incoming.body)
         tools = neutral_tools.tool_specs([t.function for t in req.tools or ()],
                                         "tools[{i}].function")
         request = GenerationRequest(
@@ -283,10 +283,10 @@ class OpenAIChat:
         return ChatCall(request, req.stream, new_id("chatcmpl-"), now(),
                         req.include_usage(), req.logprobs)
 
-    def encoder(self, call: ChatCall, served: Served) -> ChatEncoder:
+    def encoder(self, call: ChatCall, served: CallFacts) -> ChatEncoder:
         return ChatEncoder(call, served)
 
-    def render(self, call: ChatCall, served: Served, completion: Completion) -> dict[str, Any]:
+    def render(self, call: ChatCall, served: CallFacts, completion: Completion) -> dict[str, Any]:
         return {
             "id": call.id, "object": "chat.completion", "created": call.created,
             "model": served.model,

@@ -19,7 +19,7 @@ from parlance.core.accumulate import ChoiceResult, Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.events import Finish, TextDelta, TokenLogprob
 from parlance.core.request import GenerationRequest, TextInput
-from parlance.dialects.base import Call, ErrorResponse, Frame, Framing, Served
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Frame, Framing, Incoming
 from parlance.dialects.openai.common import (
     ChunkEncoder,
     SamplingFields,
@@ -65,7 +65,7 @@ class CompletionCall(Call):
 class _Offsets:
     """Running character offsets per choice, for `text_offset` (choice i answers prompt i // n)."""
 
-    def __init__(self, served: Served, request: GenerationRequest) -> None:
+    def __init__(self, served: CallFacts, request: GenerationRequest) -> None:
         self._start = [0 if request.echo else len(p.text) for p in served.prompts]
         self._n = request.n
         self._next: dict[int, int] = {}
@@ -98,7 +98,7 @@ def _logprobs_object(tokens: tuple[TokenLogprob, ...] | list[TokenLogprob],
 class CompletionEncoder(ChunkEncoder):
     object_type = "text_completion"
 
-    def __init__(self, call: CompletionCall, served: Served) -> None:
+    def __init__(self, call: CompletionCall, served: CallFacts) -> None:
         super().__init__(id=call.id, created=call.created, model=served.model,
                          include_usage=call.include_usage)
         self._offsets = _Offsets(served, call.request)
@@ -121,8 +121,8 @@ class OpenAICompletions:
     framing: Framing = "sse"
     body_model = CompletionRequest
 
-    def parse(self, body: Any) -> CompletionCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> CompletionCall:
+        req = parse_body(self.body_model, incoming.body)
         if req.best_of is not None and req.best_of > 1:
             raise InvalidRequest("best_of > 1 is not supported.", param="best_of",
                                  code="unsupported_value")
@@ -142,10 +142,10 @@ class OpenAICompletions:
         )
         return CompletionCall(request, req.stream, new_id("cmpl-"), now(), req.include_usage())
 
-    def encoder(self, call: CompletionCall, served: Served) -> CompletionEncoder:
+    def encoder(self, call: CompletionCall, served: CallFacts) -> CompletionEncoder:
         return CompletionEncoder(call, served)
 
-    def render(self, call: CompletionCall, served: Served,
+    def render(self, call: CompletionCall, served: CallFacts,
                completion: Completion) -> dict[str, Any]:
         offsets = _Offsets(served, call.request)
         return {

@@ -30,7 +30,7 @@ from parlance.core.errors import EngineFailure, InvalidRequest
 from parlance.engines.llamacpp.batch import DECODED, Batch
 from parlance.engines.llamacpp.kv_state import copy_sequence
 from parlance.engines.llamacpp.model import ContextSettings, LlamaModel
-from parlance.engines.llamacpp.prompt_cache import common_prefix
+from parlance.engines.llamacpp.prompt_cache_entry import common_prefix
 from parlance.engines.llamacpp.slots import MIN_STREAM_COPY
 
 log = logging.getLogger(__name__)

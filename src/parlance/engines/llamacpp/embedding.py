@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 import llama_cpp
 import numpy as np
 
-from parlance.core.embeddings import Normalize
+from parlance.core.embeddings import EmbeddingInput, EmbeddingRequest, Normalize
 from parlance.core.errors import (
+    ContextOverflow,
     EngineFailure,
     InvalidRequest,
     ModelUnloaded,
@@ -43,7 +44,7 @@ from parlance.core.errors import (
     ParlanceError,
 )
 from parlance.engines.llamacpp.batch import DECODED, Batch
-from parlance.engines.llamacpp.model import LlamaModel
+from parlance.engines.llamacpp.model import MIN_LONGEST_PIECE, LlamaModel
 from parlance.engines.metrics import EngineMetrics
 
 MAX_SEQUENCES = 64  # inputs pooled per decode (llama.cpp allows 256 sequences)
@@ -301,3 +302,48 @@ class EmbeddingWorker:
         for job in jobs:
             job.cancelled = True
             job.settle(error)
+
+
+def embedding_tokens(model: LlamaModel, request: EmbeddingRequest,
+                     worker: EmbeddingWorker) -> list[list[int]]:
+    """Each input's tokens, checked, and cut to the worker's limit when the request
+    allows truncation. Runs on a worker thread (the engine's preparation threads)."""
+    return [_input_tokens(model, item, request, worker) for item in request.inputs]
+
+
+def _input_tokens(model: LlamaModel, item: EmbeddingInput, request: EmbeddingRequest,
+                  worker: EmbeddingWorker) -> list[int]:
+    param, limit = request.param, worker.limit
+    if item.token_ids is not None:
+        bad = [t for t in item.token_ids if not model.is_valid_token(t)]
+        if bad:
+            raise InvalidRequest(f"Token id {bad[0]} is outside the vocabulary "
+                                 f"(0..{model.n_vocab - 1}).", param=param)
+        tokens = list(item.token_ids)
+    else:
+        text = item.text or ""
+        if not request.truncate and len(text) > limit * MIN_LONGEST_PIECE:
+            fewest = model.fewest_tokens(len(text))  # refused before tokenizing
+            if fewest > limit:
+                raise _overflow(fewest, limit, param, at_least=True)
+        tokens = model.tokenize(text, add_special=True, parse_special=True)
+    if not tokens:
+        raise InvalidRequest("An input to embed is empty.", param=param)
+    if len(tokens) <= limit:
+        return tokens
+    if not request.truncate:
+        raise _overflow(len(tokens), limit, param)
+    last = tokens[-1]  # an end token the tokenizer added (BERT's [SEP]) stays last
+    if item.token_ids is None and last in worker.end_tokens:
+        return tokens[:limit - 1] + [last]
+    return tokens[:limit]
+
+
+def _overflow(tokens: int, limit: int, param: str, *,
+              at_least: bool = False) -> ContextOverflow:
+    some = "at least " if at_least else ""
+    return ContextOverflow(
+        f"This model embeds at most {limit} tokens per input (the least of its context, "
+        f"its training context and the evaluation batch size), but an input has "
+        f"{some}{tokens} tokens.",
+        param=param, code="context_length_exceeded")

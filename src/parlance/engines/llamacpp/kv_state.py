@@ -14,8 +14,9 @@ import ctypes
 import llama_cpp
 
 from parlance.engines.llamacpp.model import LlamaModel
-from parlance.engines.llamacpp.prompt_cache import CacheSettings, PromptCache, RamTier, State
+from parlance.engines.llamacpp.prompt_cache import CacheSettings, PromptCache, RamTier
 from parlance.engines.llamacpp.prompt_cache_disk import DiskTier
+from parlance.engines.llamacpp.prompt_cache_entry import State
 from parlance.engines.metrics import EngineMetrics
 
 FLAGS = llama_cpp.LLAMA_STATE_SEQ_FLAGS_NONE

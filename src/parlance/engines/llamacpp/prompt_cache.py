@@ -7,8 +7,9 @@ its tokens, its sequence state (llama.cpp's per-sequence KV bytes) is saved here
 a later prompt sharing a longer prefix with an entry than with any slot gets that
 entry restored into its slot and evaluates only the rest.
 
-Two tiers: `RamTier`, an LRU bounded in bytes, and an optional `DiskTier`
-(`prompt_cache_disk.py`) that outlives the process. Everything here runs on the
+Two tiers: `RamTier`, an LRU bounded in bytes, and an optional `PersistentTier` that
+outlives the process (`prompt_cache_disk.DiskTier`, files in `prompt_cache_file.py`'s
+format); both hold `prompt_cache_entry.Entry`s. Everything here runs on the
 scheduler thread, between steps; the disk tier writes on a thread of its own, and an
 entry a prompt needs from disk is read on another (`fetch`): reading tens of MB on the
 scheduler thread would pause every running stream meanwhile.
@@ -21,12 +22,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from parlance.engines.llamacpp.prompt_cache_entry import Entry, Found, State, common_prefix
 from parlance.engines.metrics import EngineMetrics
-
-if TYPE_CHECKING:
-    from parlance.engines.llamacpp.prompt_cache_disk import DiskTier
 
 # A slot is saved when giving it up loses at least this many tokens, and an entry is
 # restored when it saves this many over what the slots offer: below that, evaluating
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
 MIN_SAVED_TOKENS = 16
 DEFAULT_RAM_CAP = 2 << 30  # bytes: the RAM tier's default is the least of this and
 RAM_SHARE = 8  # 1/8 of the available memory
-State = bytes | bytearray  # llama.cpp's bytes for one sequence (read in place: tens of MB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,44 +56,6 @@ def default_ram_bytes(available: int | None) -> int:
     """min(1/8 of the available memory, 2 GiB); 2 GiB when it cannot be read."""
     return DEFAULT_RAM_CAP if available is None else min(DEFAULT_RAM_CAP,
                                                          available // RAM_SHARE)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Entry:
-    """One saved sequence: its tokens, position by position, and llama.cpp's state bytes."""
-
-    tokens: tuple[int, ...]
-    state: State
-
-    @property
-    def size(self) -> int:
-        return len(self.state) + 4 * len(self.tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class Found:
-    """A lookup's answer: `length` prompt tokens are in `entry`, which lives in `tier`."""
-
-    entry: Entry
-    length: int
-    tier: str  # "ram" or "disk"
-
-
-def common_prefix(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
-    """How many leading tokens a and b share. Slices compare in C: a bisection over
-    prefix equality is much faster than a Python loop for thousands of tokens."""
-    n = min(len(a), len(b))
-    left, right = list(a[:n]), list(b[:n])
-    if left == right:
-        return n
-    lo, hi = 0, n  # left[:lo] == right[:lo], left[:hi] != right[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if left[lo:mid] == right[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 class RamTier:
@@ -153,6 +113,42 @@ class RamTier:
         self.bytes -= self._entries.pop(key).size
 
 
+class Tier(Protocol):
+    """What a lookup asks of a tier (`RamTier`, `PersistentTier`)."""
+
+    def covers(self, tokens: list[int] | tuple[int, ...]) -> bool:
+        """Whether an entry holds these tokens already (as its prefix or whole)."""
+
+    def longest(self, prompt: list[int], limit: int) -> Found | None:
+        """The entry sharing the longest prefix with `prompt` (at most `limit` tokens)."""
+
+
+class PersistentTier(Tier, Protocol):
+    """A tier that outlives the process (`prompt_cache_disk.DiskTier`): its lookups
+    answer stubs (tokens, no state) whose state `load` reads; it writes on a thread
+    of its own, only while the engine is idle."""
+
+    dropped: int  # writes dropped because its queue was full
+
+    @property
+    def bytes(self) -> int:
+        """What its entries take."""
+
+    @property
+    def count(self) -> int:
+        """How many entries it holds."""
+
+    def load(self, stub: Entry) -> Entry | None:
+        """The whole entry behind a lookup's answer; None when it is gone or damaged."""
+
+    def write(self, entry: Entry, *, wait: bool = False) -> None:
+        """Queue `entry`; `wait`: for room in the queue (at shutdown), else dropped."""
+
+    def engine_busy(self, busy: bool) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class SequenceStates(Protocol):
     """Reads and writes one sequence's KV state (llama.cpp's `llama_state_seq_*`)."""
 
@@ -165,7 +161,8 @@ class PromptCache:
     """Both tiers behind one face for the slot table: `save` a slot's sequence before
     it is lost, `lookup` the longest prefix of a prompt, `restore` it into a slot."""
 
-    def __init__(self, states: SequenceStates, ram: RamTier, disk: DiskTier | None,
+    def __init__(self, states: SequenceStates, ram: RamTier,
+                 disk: PersistentTier | None,
                  metrics: EngineMetrics) -> None:
         self._states = states
         self.ram = ram

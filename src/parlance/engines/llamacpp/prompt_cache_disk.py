@@ -3,16 +3,13 @@
 An agent's system prompt and tools (10–20k tokens, minutes of prompt processing on
 a CPU) are evaluated once and read back after a restart or a reload of the model.
 
-One directory per cache key (`key_digest`: the model file, the context layout, KV
-type, RoPE settings and llama.cpp's version), one file per entry:
-
-    magic | key digest (32) | n_tokens (u32) | state size (u64) | tokens (i32 each)
-    | state | sha256 of everything before (32)
-
-A file whose size disagrees with its header, whose key is not ours, or whose
-checksum fails is removed, never used. Files are written to a temporary name and
-renamed into place (a reader sees a whole file or none), and the directory's
-bound is enforced under an `fcntl` lock, so two servers may share a data dir.
+One directory per cache key (`prompt_cache_file.key_digest`: the model file, the
+context layout, KV type, RoPE settings and llama.cpp's version), one file per entry,
+in `prompt_cache_file.py`'s format. A file whose size disagrees with its header,
+whose key is not ours, or whose checksum fails is removed, never used. Files are
+written to a temporary name and renamed into place (a reader sees a whole file or
+none), and the directory's bound is enforced under an `fcntl` lock, so two servers
+may share a data dir.
 Writing runs on a thread of its own behind a bounded queue: a write that finds
 the queue full is dropped, a stream never waits for the disk. The writer works only
 while the engine is idle (`engine_busy`), a piece at a time: checksumming and copying
@@ -26,8 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
 import logging
 import os
 import queue
@@ -39,19 +34,25 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from parlance.engines.llamacpp.prompt_cache import Entry, Found, common_prefix
+from parlance.engines.llamacpp.prompt_cache_entry import Entry, Found, common_prefix
+from parlance.engines.llamacpp.prompt_cache_file import (
+    SUFFIX,
+    Unusable,
+    decode,
+    encoded,
+    file_name,
+    file_size,
+    key_digest,
+    read_head,
+    read_tokens,
+)
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"PRLNCKV1"
-HEADER = struct.Struct("<8s32sIQ")
-DIGEST = 32
-SUFFIX = ".kv"
 QUEUE_ENTRIES = 4  # writes waiting for the writer; more are dropped
 # Seconds a write waits for room in the queue at shutdown (the scheduler's close waits
 # 30 s for its thread, which writes the slots' prefixes before the model is freed)
 SHUTDOWN_WAIT = 5.0
-WRITE_PIECE = 8 << 20  # bytes written (and checksummed) between looks at the engine
 STALE_TEMP_SECONDS = 3600.0  # a temporary file this old was left by a crashed writer
 DEFAULT_DISK_CAP = 4 << 30  # bytes: the default is the least of this and
 DISK_SHARE = 10  # 1/10 of the free space where the data dir lives
@@ -59,59 +60,6 @@ DISK_SHARE = 10  # 1/10 of the free space where the data dir lives
 
 def default_disk_bytes(free: int | None) -> int:
     return DEFAULT_DISK_CAP if free is None else min(DEFAULT_DISK_CAP, free // DISK_SHARE)
-
-
-def key_digest(facts: Mapping[str, object]) -> bytes:
-    """What an entry is valid for, as a digest: a file made under other facts is foreign."""
-    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).digest()
-
-
-def encoded(entry: Entry, key: bytes) -> Iterator[bytes | memoryview]:
-    """An entry's file, in pieces of at most `WRITE_PIECE` bytes of state."""
-    tokens = struct.pack(f"<{len(entry.tokens)}i", *entry.tokens)
-    digest = hashlib.sha256()
-    state = memoryview(entry.state)
-    pieces: list[bytes | memoryview] = [
-        HEADER.pack(MAGIC, key, len(entry.tokens), len(entry.state)) + tokens]
-    pieces += (state[i:i + WRITE_PIECE] for i in range(0, len(state), WRITE_PIECE))
-    for piece in pieces:
-        digest.update(piece)
-        yield piece
-    yield digest.digest()
-
-
-def encode(entry: Entry, key: bytes) -> bytes:
-    return b"".join(encoded(entry, key))
-
-
-def file_size(entry: Entry) -> int:
-    return HEADER.size + 4 * len(entry.tokens) + len(entry.state) + DIGEST
-
-
-class Unusable(ValueError):
-    """A cache file that is truncated, corrupt or made for another key."""
-
-
-def read_tokens(data: bytes, key: bytes, file_size: int) -> tuple[int, ...]:
-    """The tokens from the start of a file (`data` holds at least its header and tokens),
-    checked against its header and size; the state is not read."""
-    if len(data) < HEADER.size:
-        raise Unusable("shorter than its header")
-    magic, digest, n_tokens, state_size = HEADER.unpack_from(data)
-    if magic != MAGIC or digest != key:
-        raise Unusable("another format or key")
-    end = HEADER.size + 4 * n_tokens
-    if file_size != end + state_size + DIGEST or len(data) < end:
-        raise Unusable("its size disagrees with its header")
-    return struct.unpack_from(f"<{n_tokens}i", data, HEADER.size)
-
-
-def decode(data: bytes, key: bytes) -> Entry:
-    tokens = read_tokens(data, key, len(data))
-    body, digest = data[:-DIGEST], data[-DIGEST:]
-    if hashlib.sha256(body).digest() != digest:
-        raise Unusable("checksum mismatch")
-    return Entry(tokens, body[HEADER.size + 4 * len(tokens):])
 
 
 @dataclass(slots=True)
@@ -236,9 +184,7 @@ class DiskTier:
         try:
             size = path.stat().st_size
             with path.open("rb") as fh:
-                head = fh.read(HEADER.size)
-                if len(head) == HEADER.size:
-                    head += fh.read(4 * HEADER.unpack_from(head)[2])
+                head = read_head(fh)
             return _Indexed(path, read_tokens(head, self.key, size), size)
         except FileNotFoundError:
             return None
@@ -288,12 +234,11 @@ class DiskTier:
         if self.covers(entry.tokens):
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        name = hashlib.sha256(struct.pack(f"<{len(entry.tokens)}i", *entry.tokens))
-        path = self.directory / f"{name.hexdigest()[:32]}{SUFFIX}"
+        path = self.directory / file_name(entry.tokens)
         temp = self.directory / f".tmp-{uuid.uuid4().hex}"
         try:
             with temp.open("wb") as fh:  # a name of its own: no lock needed yet
-                for piece in encoded(entry, self.key):
+                for piece in encoded(entry, self.key):  # (the engine is looked at per piece)
                     self._when_idle()
                     fh.write(piece)
             with self._locked():

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import llama_cpp
 
 from parlance.core.errors import EngineFailure
-from parlance.engines.llamacpp.prompt_cache import MIN_SAVED_TOKENS, PromptCache, common_prefix
+from parlance.engines.llamacpp.prompt_cache import MIN_SAVED_TOKENS, PromptCache
+from parlance.engines.llamacpp.prompt_cache_entry import common_prefix
 
 # A copy across KV streams moves the sequence's cells, yet costs about as much as
 # evaluating two prompt tokens (bench/engine_choices.py, 2048 cells a slot: 7 ms vs

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from parlance.server.endpoints.packaged_files import PackagedFiles
 from parlance.server.http.refusal import Render
 from parlance.server.openapi.document import openapi_document
-from parlance.server.route_docs import EXAMPLES, describe
+from parlance.server.openapi.route_docs import describe, examples
 from parlance.server.settings import ServerSettings
 
 # The page loads only the server's own files (no inline script, nothing from elsewhere)
@@ -53,7 +53,7 @@ class ApiDocs:
     async def document(self, request: Request) -> Response:
         if self._document is None:
             self._document = openapi_document(request.app.router.routes, describe,
-                                              refusals=self.refusals, examples=EXAMPLES,
+                                              refusals=self.refusals, examples=examples(),
                                               keys_required=self.keys_required)
         return JSONResponse(self._document)
 

@@ -42,10 +42,10 @@ from parlance.models.headers import file_size
 from parlance.models.registry import ModelSpec
 from parlance.models.served import LoadOptions, ServedModels
 from parlance.server.body.reader import read_wire
+from parlance.server.calls.lease import ReportedLoad
+from parlance.server.calls.streaming import EventStreamResponse
+from parlance.server.calls.supervision import Supervisor
 from parlance.server.endpoints.answering import answering
-from parlance.server.generation.loading import ReportedLoad
-from parlance.server.generation.streaming import EventStreamResponse
-from parlance.server.generation.supervision import Supervisor
 from parlance.server.http.access_log import access_record
 from parlance.server.settings import ServerSettings
 

@@ -40,9 +40,9 @@ from parlance.models.registry import tagged
 from parlance.models.removal import delete_model
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_wire
+from parlance.server.calls.streaming import EventStreamResponse
+from parlance.server.calls.supervision import Supervisor
 from parlance.server.endpoints.answering import answering
-from parlance.server.generation.streaming import EventStreamResponse
-from parlance.server.generation.supervision import Supervisor
 from parlance.server.http.access_log import access_record
 from parlance.server.settings import ServerSettings
 

@@ -21,7 +21,7 @@ from starlette.responses import Response
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml",
                ".png": "image/png", ".txt": "text/plain; charset=utf-8",
-               ".md": "text/plain; charset=utf-8",
+               ".md": "text/plain; charset=utf-8", ".woff2": "font/woff2",
                "": "text/plain; charset=utf-8"}  # LICENSE, NOTICE
 
 

@@ -10,17 +10,17 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.errors import InvalidRequest, ResourceNotFound
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import Call
+from parlance.dialects.base import Call, Incoming
 from parlance.dialects.openai.errors import render_error
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.result import replay
 from parlance.models.served import ServedModels
 from parlance.server.body.reader import read_json
+from parlance.server.calls.background import BackgroundRuns, check_cursor
+from parlance.server.calls.conversations import Conversations
+from parlance.server.calls.prompt_tokens import prompt_tokens
+from parlance.server.calls.streaming import EventStreamResponse
 from parlance.server.endpoints.answering import answering
-from parlance.server.generation.background import BackgroundRuns, check_cursor
-from parlance.server.generation.conversations import Conversations
-from parlance.server.generation.counting import prompt_tokens
-from parlance.server.generation.streaming import EventStreamResponse
 from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore
 
@@ -110,7 +110,7 @@ class StoredResponses:
         """The body as a Responses request that is neither streamed nor run in the background."""
         if isinstance(body, dict):
             body = {**body, "stream": False, "background": False}
-        return self.dialect.parse(body)
+        return self.dialect.parse(Incoming(body))
 
     async def _cancel(self, request: Request) -> Response:
         """Stop a background response; one that has finished is answered as it is."""

@@ -1,2 +1,3 @@
-"""The generation pipeline: the one handler, its supervision (deadline, drain, client
-leaving), the stream transport, and the other transports (WebSocket mode, background runs)."""
+"""The generation routes: the one generic handler every dialect's route runs, its
+WebSocket mode, and the `X-Parlance-*` request headers. The per-call machinery they use
+is in `server/calls/`."""

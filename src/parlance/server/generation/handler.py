@@ -12,6 +12,7 @@ ends by the dialect's contract. `start` and `frames` also serve WebSocket mode
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
@@ -26,12 +27,12 @@ from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import (
     Backgrounds,
     Call,
+    CallFacts,
     Dialect,
     Encoder,
     Frame,
     Pings,
     ReportsLoading,
-    Served,
     Stateful,
     Truncating,
     outcome,
@@ -40,28 +41,31 @@ from parlance.engines.base import Generation
 from parlance.integrations.loop import ToolLoop
 from parlance.integrations.toolbox import Toolbox
 from parlance.models.served import ServedModel, ServedModels
-from parlance.server.body.reader import read_json
-from parlance.server.generation.conversations import Conversations
-from parlance.server.generation.keepalive import progress_of
-from parlance.server.generation.loading import LoadingGeneration, call_lease, load_only
-from parlance.server.generation.parlance_headers import with_parlance_headers
-from parlance.server.generation.streaming import EventStreamResponse
-from parlance.server.generation.supervision import Started, StopSwitch, Supervisor
-from parlance.server.generation.tool_servers import open_tool_servers
+from parlance.server.body.reader import read_incoming
+from parlance.server.calls.conversations import Conversations
+from parlance.server.calls.keepalive import progress_of
+from parlance.server.calls.lease import LoadingGeneration, call_lease, load_only
+from parlance.server.calls.streaming import EventStreamResponse
+from parlance.server.calls.supervision import Started, StopSwitch, Supervisor
+from parlance.server.calls.tool_servers import open_tool_servers
+from parlance.server.generation.parlance_headers import PARLANCE_HEADERS, with_parlance_headers
 from parlance.server.http.access_log import access_record
 from parlance.server.http.auth import authorize
 from parlance.server.http.refusal import error_response
+from parlance.server.openapi.operation import Operation, generating
 from parlance.server.settings import ServerSettings
 from parlance.store.responses import ResponseStore
 
 if TYPE_CHECKING:
-    from parlance.server.generation.background import BackgroundRuns
+    from parlance.server.calls.background import BackgroundRuns
 
 
 class GenerationHandler:
     def __init__(self, dialect: Dialect[Any], models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore | None = None, runs: BackgroundRuns | None = None):
+                 store: ResponseStore | None = None, runs: BackgroundRuns | None = None, *,
+                 tag: str):
         self.dialect = dialect
+        self.tag = tag  # the API it belongs to (as the OpenAPI document groups routes)
         self.models = models
         self.settings = settings
         self.conversations = (Conversations(dialect, store)
@@ -76,12 +80,17 @@ class GenerationHandler:
         # can be retrieved (and deleted) while they run
         self._progress = dialect.progress if isinstance(dialect, Backgrounds) else _nothing
 
+    def operation(self) -> Operation:
+        """What `/openapi.json` says of this route: its dialect's, with the headers."""
+        operation = generating(self.dialect, self.tag)
+        return dataclasses.replace(operation, headers=(*operation.headers, *PARLANCE_HEADERS))
+
     async def handle(self, request: Request) -> Any:
         record = access_record(request)
         supervisor = Supervisor.for_call(request.app, record, self.settings.request_timeout)
         try:
             authorize(request, self.settings.api_keys)
-            call = with_parlance_headers(request, await read_json(
+            call = with_parlance_headers(request, await read_incoming(
                 request, self.settings.max_body_bytes, self.dialect.parse))
             if call.load_only:  # its wait is bounded and drained as any call's
                 return await supervisor.answer(
@@ -100,7 +109,7 @@ class GenerationHandler:
             encoder = self.dialect.encoder(started.call, started.served)
             return EventStreamResponse(
                 self.frames(started, encoder),
-                framing=self.dialect.framing,
+                framing=started.call.framing or self.dialect.framing,
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=started.generation.cancel,
                 ping=self._ping,
@@ -145,7 +154,7 @@ class GenerationHandler:
             raise
         supervisor.record.model = lease.name
         supervisor.record.prompt_size = sum(p.n_tokens for p in generation.prompts) or None
-        served = Served(lease.name, generation.prompts, lease.load_seconds,
+        served = CallFacts(lease.name, generation.prompts, lease.load_seconds,
                         lease.ready_seconds)
         return Started(call, served, generation, supervisor, lease, toolbox, conversations)
 

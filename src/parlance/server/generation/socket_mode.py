@@ -34,14 +34,14 @@ from parlance.core.errors import (
     ServerShuttingDown,
 )
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import Call, Encoder, Frame, Served, SocketMode, Stateful, outcome
+from parlance.dialects.base import Call, CallFacts, Encoder, Frame, SocketMode, Stateful, outcome
 from parlance.server.body.reader import parse_json
-from parlance.server.generation.conversations import Conversations
-from parlance.server.generation.framing import dumps
+from parlance.server.calls.conversations import Conversations
+from parlance.server.calls.framing import dumps
+from parlance.server.calls.keepalive import IdleFrame, Keepalive, progress_of
+from parlance.server.calls.supervision import Supervisor
 from parlance.server.generation.handler import GenerationHandler
-from parlance.server.generation.keepalive import Keepalive, Progress, progress_of
 from parlance.server.generation.parlance_headers import with_parlance_headers
-from parlance.server.generation.supervision import Supervisor
 from parlance.server.http.access_log import CLIENT_CLOSED, AccessRecord, new_request_id, write
 from parlance.server.http.auth import authorize
 from parlance.server.http.refusal import refuse
@@ -156,7 +156,7 @@ class SocketEndpoint:
         access line for each message that asked for a response."""
         handler = self.handler
         frames: AsyncGenerator[Frame, None]
-        progress: Progress | None = None
+        progress: IdleFrame | None = None
         record = AccessRecord(new_request_id())
         status = CLIENT_CLOSED
         call: Call | None = None
@@ -207,7 +207,7 @@ class SocketEndpoint:
             write(record, websocket.scope, status)
 
     async def _show_progress(self, websocket: WebSocket, call: Call,
-                             progress: Progress) -> None:
+                             progress: IdleFrame) -> None:
         """The stream's progress event, when it has one now (a silent stream's fill)."""
         frame = progress()
         event = self.dialect.socket_event(call, frame) if frame is not None else None
@@ -219,7 +219,7 @@ class SocketEndpoint:
         continue from); the model does not run."""
         spec = self.handler.models.spec(call.request.model)  # 404: no such model
         name = call.request.model or spec.id
-        encoder = self.handler.dialect.encoder(call, Served(name, ()))
+        encoder = self.handler.dialect.encoder(call, CallFacts(name, ()))
         frames = [*encoder.open(), *encoder.close()]
         conversations.keep(call, outcome(encoder))
         return frames

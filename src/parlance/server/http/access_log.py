@@ -23,19 +23,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from parlance.core.events import (
     Event,
     Failed,
-    Progress,
+    PromptProgress,
     ReasoningDelta,
     TextDelta,
     ToolCallStart,
     Usage,
 )
-from parlance.server.generation.streaming import BODY_SEND
 
 log = logging.getLogger("parlance.access")
 
 HEADER = "x-request-id"
 _SANE_ID = re.compile(r"[A-Za-z0-9._:@+=/-]{1,128}")
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallStart)
+BODY_SEND = "parlance.body_send"
+"""Scope key of a `send` below the app's own middlewares (set here: the access log is the
+outermost). They look only at a response's start and its last message, so a stream's
+frames in between may take this shorter way (`calls/streaming.py`): a few calls fewer
+per token."""
+
 CLIENT_CLOSED = 499  # nginx's status for a client that left before the response ended
 
 
@@ -58,7 +63,7 @@ class AccessRecord:
         if self.first_output is None and isinstance(event, _OUTPUT):
             self.first_output = time.perf_counter()
             self._evaluated()
-        elif isinstance(event, Progress):
+        elif isinstance(event, PromptProgress):
             if event.done >= event.total:
                 self._evaluated()
         elif isinstance(event, Usage):

@@ -31,8 +31,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parlance.core.errors import Forbidden
-from parlance.server.http.refusal import refuse
-from parlance.server.routes import error_renderer
+from parlance.server.http.refusal import RenderFor, refuse
 from parlance.server.settings import ServerSettings
 
 ANY = "*"
@@ -114,8 +113,9 @@ class CrossSiteGuard:
     """ASGI middleware enforcing a `CrossSitePolicy`. A request without `Origin` goes
     through untouched (no per-message work on its stream)."""
 
-    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: ServerSettings, render: RenderFor) -> None:
         self.app = app
+        self.render = render
         self.policy = CrossSitePolicy.of(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -126,7 +126,7 @@ class CrossSiteGuard:
         origin = headers.get("origin")
         refusal = self._refusal(headers.get("host"), origin)
         if refusal is not None:
-            await refuse(scope, receive, send, error_renderer(scope["path"]), refusal)
+            await refuse(scope, receive, send, self.render(scope["path"]), refusal)
             return
         if origin is None or scope["type"] == "websocket":
             await self.app(scope, receive, send)

@@ -17,6 +17,9 @@ from parlance.core.errors import ParlanceError
 from parlance.dialects.base import ErrorResponse
 
 Render = Callable[[ParlanceError], ErrorResponse]  # a dialect's `render_error`
+# The error envelope of a request path (`routes.error_renderer`, given to the
+# middlewares by `app.py`: they sit below the route table and cannot import it)
+RenderFor = Callable[[str], Render]
 
 
 def error_response(render: Render, error: ParlanceError, *, close: bool = False) -> Response:

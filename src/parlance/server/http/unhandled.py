@@ -16,15 +16,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parlance.core.errors import EngineFailure
 from parlance.server.http.access_log import HEADER
-from parlance.server.http.refusal import error_response
-from parlance.server.routes import error_renderer
+from parlance.server.http.refusal import RenderFor, error_response
 
 log = logging.getLogger("parlance.server")
 
 
 class Unhandled:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, render: RenderFor) -> None:
         self.app = app
+        self.render = render
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -46,7 +46,7 @@ class Unhandled:
             if started:
                 return
             response = error_response(
-                error_renderer(scope.get("path", "")),
+                self.render(scope.get("path", "")),
                 EngineFailure("The server had an error while processing your request."),
                 close=True)
             await response(scope, receive, send)

@@ -17,7 +17,7 @@ import pytest
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
 from parlance.engines.fake import FakeEngine
-from parlance.server.generation import background
+from parlance.server.calls import background
 from parlance.store.responses import ResponseStore
 from tests.support.fake_app import make_app
 from tests.support.live_server import serving

@@ -16,7 +16,7 @@ from parlance.core.errors import Cancelled, EngineFailure, ParlanceError
 from parlance.core.events import (
     Finish,
     FinishReason,
-    Progress,
+    PromptProgress,
     ReasoningDelta,
     TextDelta,
     ToolCallArgs,
@@ -24,7 +24,7 @@ from parlance.core.events import (
     ToolCallStart,
     Usage,
 )
-from parlance.dialects.base import DONE, Frame, Served
+from parlance.dialects.base import DONE, CallFacts, Frame, Incoming
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.stream import PROMPT_PROGRESS
 from tests.support.encoding import body, encoded
@@ -34,14 +34,15 @@ from tests.support.transcripts import assert_transcript
 HELLO = {"model": "fake-model", "input": "Hello!", "stream": True}
 WEATHER = {"type": "function", "name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
-SERVED = Served("fake-model", prompts=())
+SERVED = CallFacts("fake-model", prompts=())
 CALL = [ToolCallStart("call_test", "get_weather"), ToolCallArgs('{"city": '),
         ToolCallArgs('"Paris"}'), ToolCallEnd()]
 
 
 def frames(events, failure: ParlanceError | None = None, **fields: Any) -> list[Frame]:
     dialect = OpenAIResponses()
-    return encoded(dialect.encoder(dialect.parse({**HELLO, **fields}), SERVED), events, failure)
+    call = dialect.parse(Incoming({**HELLO, **fields}))
+    return encoded(dialect.encoder(call, SERVED), events, failure)
 
 
 def stream(events, failure: ParlanceError | None = None, **fields: Any) -> list[dict[str, Any]]:
@@ -151,7 +152,7 @@ def test_a_failure_or_a_cancel_closes_the_open_item_then_ends_it(failure, termin
 
 def test_a_background_response_is_queued_until_its_first_event():
     dialect = OpenAIResponses()
-    encoder = dialect.encoder(dialect.parse({**HELLO, "background": True}), SERVED)
+    encoder = dialect.encoder(dialect.parse(Incoming({**HELLO, "background": True})), SERVED)
     opened = [frame.data for frame in encoder.open()]
     assert [e["type"] for e in opened] == ["response.created", "response.queued"]
     assert opened[0]["response"]["status"] == "queued"
@@ -168,9 +169,9 @@ def test_a_background_response_is_queued_until_its_first_event():
 ])
 def test_prompt_progress_only_for_a_call_that_asked(progress, fields, shown):
     dialect = OpenAIResponses()
-    call = replace(dialect.parse({**HELLO, **fields}), progress=progress)
+    call = replace(dialect.parse(Incoming({**HELLO, **fields})), progress=progress)
     out = [frame for frame in encoded(dialect.encoder(call, SERVED), [
-        Progress(4, 9), Progress(9, 9), TextDelta("Hi"), Finish(FinishReason.STOP),
+        PromptProgress(4, 9), PromptProgress(9, 9), TextDelta("Hi"), Finish(FinishReason.STOP),
         Usage(9, 1)]) if frame.data != DONE]
     assert [e.data["sequence_number"] for e in out] == list(range(len(out)))
     ours = [e for e in out if e.data["type"] == PROMPT_PROGRESS]

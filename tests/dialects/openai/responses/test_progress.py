@@ -1,5 +1,5 @@
 """Prompt-processing progress in a Responses stream, opted into with
-`X-Parlance-Progress: on` (over HTTP, or once in a WebSocket handshake): each `Progress`
+`X-Parlance-Progress: on` (over HTTP, or once in a WebSocket handshake): each `PromptProgress`
 the engine reports becomes a `parlance.prompt_progress` event numbered with the others;
 without the header the stream is the API's own (no such event, the same events in the
 same order); a background response never carries it; a bad value is a 400 in OpenAI's
@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import connect
 
-from parlance.core.events import Finish, FinishReason, Progress, TextDelta, Usage
+from parlance.core.events import Finish, FinishReason, PromptProgress, TextDelta, Usage
 from parlance.dialects.openai.responses.stream import PROMPT_PROGRESS
 from parlance.engines.fake import FakeEngine
 from tests.support.envelopes import checked_error
@@ -28,7 +28,7 @@ STEPS = [(512, 1300), (1024, 1300), (1300, 1300)]
 
 
 def script(engine: FakeEngine) -> None:
-    engine.enqueue(*(Progress(done, total) for done, total in STEPS), TextDelta("Done."),
+    engine.enqueue(*(PromptProgress(done, total) for done, total in STEPS), TextDelta("Done."),
                    Finish(FinishReason.STOP), Usage(1300, 2))
 
 

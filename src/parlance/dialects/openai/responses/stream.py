@@ -16,21 +16,21 @@ from __future__ import annotations
 from typing import Any
 
 from parlance.core.errors import Cancelled, ParlanceError
-from parlance.core.events import Event, Finish, FinishReason, Progress, Usage
-from parlance.dialects.base import DONE, Frame, Served
+from parlance.core.events import Event, Finish, FinishReason, PromptProgress, Usage
+from parlance.dialects.base import DONE, CallFacts, Frame
 from parlance.dialects.openai.responses.request import ResponsesCall
 from parlance.dialects.openai.responses.result import (
     output_builder,
     response_object,
     terminal_event,
 )
-from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.shared.sealed import Sealer
 
 PROMPT_PROGRESS = "parlance.prompt_progress"
 
 
 class ResponsesEncoder:
-    def __init__(self, call: ResponsesCall, served: Served, sealer: Sealer) -> None:
+    def __init__(self, call: ResponsesCall, served: CallFacts, sealer: Sealer) -> None:
         self._call = call
         self._model = served.model
         self._builder = output_builder(call, sealer)
@@ -91,7 +91,7 @@ class ResponsesEncoder:
                 self._reason = reason
                 return self._frames(self._builder.close(
                     incomplete=reason is FinishReason.LENGTH))
-            case Progress(done=done, total=total) if self._progress:
+            case PromptProgress(done=done, total=total) if self._progress:
                 return [self._frame(PROMPT_PROGRESS, {"done": done, "total": total})]
         return self._frames(self._builder.feed(event))
 

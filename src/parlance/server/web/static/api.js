@@ -1,21 +1,45 @@
 // The server's HTTP APIs as the page uses them: every request carries the API key the
-// person gave (kept in this browser only), and a 401 asks for one and tries again.
+// person gave (kept in this browser only); a 401 asks for one (saying when the one
+// given was refused) and tries again. Whether the server answers at all is tracked
+// and shown (`connection`), so a stopped server reads as such, not "Failed to fetch".
 
 const KEY = "parlance.apiKey";
 
 export class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, message, code = null) {
     super(message);
     this.status = status;
+    this.code = code;
   }
 }
 
+/** The server could not be reached at all (stopped, restarting, network down). */
+export class Unreachable extends Error {
+  constructor() {
+    super("The server is not answering: is `parlance serve` still running?");
+    this.name = "Unreachable";
+  }
+}
+
+const listeners = new Set();
+export const connection = {
+  up: true,
+  /** `listener(up)` is called whenever the server starts or stops answering. */
+  watch(listener) { listeners.add(listener); },
+  set(up) {
+    if (up === this.up) return;
+    this.up = up;
+    for (const listener of listeners) listener(up);
+  },
+};
+
 let asking = null; // one key prompt at a time, whoever hit the 401 first
 
-function askForKey() {
+function askForKey(refused) {
   if (asking) return asking;
   const dialog = document.getElementById("key-dialog");
   const input = document.getElementById("key");
+  document.getElementById("key-refused").hidden = !refused;
   asking = new Promise((resolve) => {
     dialog.addEventListener("close", () => {
       localStorage.setItem(KEY, input.value.trim());
@@ -35,12 +59,23 @@ export async function api(path, options = {}) {
     const headers = new Headers(options.headers || {});
     const key = localStorage.getItem(KEY);
     if (key) headers.set("Authorization", `Bearer ${key}`);
-    const response = await fetch(path, { ...options, headers });
+    let response;
+    try {
+      response = await fetch(path, { ...options, headers });
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
+      connection.set(false);
+      throw new Unreachable();
+    }
+    connection.set(true);
     if (response.status !== 401) {
-      if (!response.ok) throw new ApiError(response.status, await errorMessage(response));
+      if (!response.ok) {
+        const { message, code } = await errorOf(response);
+        throw new ApiError(response.status, message, code);
+      }
       return response;
     }
-    await askForKey();
+    await askForKey(Boolean(key));
   }
 }
 
@@ -48,21 +83,26 @@ export async function json(path, options) {
   return (await api(path, options)).json();
 }
 
-export function postJSON(path, body, signal, headers = {}) {
+export function sendJSON(method, path, body, signal, headers = {}) {
   return api(path, {
-    method: "POST", signal, body: JSON.stringify(body),
+    method, signal, body: JSON.stringify(body),
     headers: { "Content-Type": "application/json", ...headers },
   });
 }
 
-async function errorMessage(response) {
+export function postJSON(path, body, signal, headers = {}) {
+  return sendJSON("POST", path, body, signal, headers);
+}
+
+async function errorOf(response) {
   const text = await response.text();
   try {
     const body = JSON.parse(text);
     const error = body.error;
-    return (typeof error === "string" ? error : error && error.message) || text;
+    if (typeof error === "string") return { message: error, code: null };
+    return { message: (error && error.message) || text, code: (error && error.code) || null };
   } catch {
-    return text || `HTTP ${response.status}`;
+    return { message: text || `HTTP ${response.status}`, code: null };
   }
 }
 
@@ -71,7 +111,15 @@ export async function* serverEvents(response) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
-    const { value, done } = await reader.read();
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
+      connection.set(false);
+      throw new Unreachable();
+    }
+    const { value, done } = chunk;
     if (done) return;
     buffer += value.replace(/\r\n?/g, "\n");
     let end;

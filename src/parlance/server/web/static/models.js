@@ -1,21 +1,25 @@
 // The model picker: every model the server may serve, loaded or loadable (LM Studio's
-// `/api/v1/models`, or `/v1/models` where that is missing), and loading a cold model
-// with a progress bar. The Responses API loads a model silently, so a cold model is
-// loaded first through LM Studio's `/api/v1/chat`, whose stream reports
-// `model_load.progress`; that request is dropped as soon as the load has ended.
+// `/api/v1/models`, or `/v1/models` where that is missing), with its context; loading
+// (with a context length of the person's choosing, and a progress bar) and ejecting
+// from the picker; downloads by link or catalog name, with their progress.
 
-import { json, postJSON, serverEvents } from "./api.js";
+import { ApiError, json, postJSON, serverEvents } from "./api.js";
 
-/** [{id, loaded}] */
+/** [{id, loaded, instance, context, maxContext}] */
 export async function listModels() {
   try {
     const body = await json("/api/v1/models");
-    return body.models.filter((m) => m.type !== "embedding")
-      .map((m) => ({ id: m.key, loaded: m.loaded_instances.length > 0 }));
+    return body.models.filter((m) => m.type !== "embedding").map((m) => {
+      const instance = m.loaded_instances[0] || null;
+      return { id: m.key, loaded: Boolean(instance), instance: instance && instance.id,
+        context: instance && instance.config ? instance.config.context_length : null,
+        maxContext: m.max_context_length || null };
+    });
   } catch (error) {
     if (error.status !== 404) throw error;
     const body = await json("/v1/models");
-    return body.data.map((m) => ({ id: m.id, loaded: true }));
+    return body.data.map((m) => ({ id: m.id, loaded: true, instance: null, context: null,
+      maxContext: null }));
   }
 }
 
@@ -30,26 +34,37 @@ export function fillPicker(select, models, wanted) {
   if (chosen) select.value = chosen;
 }
 
-/** Loads `model` if it is not loaded, showing its progress; resolves once it is loaded,
- * or at once when `stopped` aborts (the server finishes the load all the same). */
-export async function ensureLoaded(model, panel, bar, stopped) {
+/** "loaded · context 4,096 of 8,192" for the picker's line. */
+export function describeModel(model) {
+  if (!model) return "";
+  const max = model.maxContext ? ` of ${model.maxContext.toLocaleString()}` : "";
+  if (model.loaded) {
+    return model.context ? `loaded · context ${model.context.toLocaleString()}${max} tokens`
+      : "loaded";
+  }
+  return model.maxContext ? `not loaded · up to ${model.maxContext.toLocaleString()} tokens`
+    : "not loaded";
+}
+
+/** Loads `model` (with `contextLength` if given) through LM Studio's load endpoint,
+ * streamed so its progress shows; resolves once loaded, or when `stopped` aborts (the
+ * server finishes the load all the same). */
+export async function loadModel(model, contextLength, panel, bar, stopped) {
   const controller = new AbortController();
-  stopped.addEventListener("abort", () => controller.abort(), { once: true });
-  const body = { model, input: "Hi", stream: true, store: false, max_output_tokens: 1 };
+  if (stopped) stopped.addEventListener("abort", () => controller.abort(), { once: true });
+  const body = { model };
+  if (contextLength) body.context_length = contextLength;
+  panel.querySelector("span").textContent = `Loading ${model}`;
+  bar.value = 0;
+  panel.hidden = false;
   try {
-    const response = await postJSON("/api/v1/chat", body, controller.signal);
+    const response = await postJSON("/api/v1/models/load", body, controller.signal,
+      { Accept: "text/event-stream" });
     for await (const { data } of serverEvents(response)) {
-      if (data.type === "model_load.start") {
-        panel.querySelector("span").textContent = `Loading ${model}`;
-        bar.value = 0;
-        panel.hidden = false;
-      } else if (data.type === "model_load.progress") {
-        bar.value = data.progress;
-      } else if (data.type === "error") {
-        throw new Error(data.error ? data.error.message : data.message);
-      } else if (data.type !== "chat.start") {
-        return; // loaded: the rest of this request is not needed
-      }
+      if (data.type === "model_load.progress") bar.value = data.progress;
+      else if (data.type === "error") {
+        throw new ApiError(400, data.error ? data.error.message : data.message);
+      } else if (data.type === "model_load.end") return;
     }
   } catch (error) {
     if (error.name !== "AbortError") throw error;
@@ -57,4 +72,23 @@ export async function ensureLoaded(model, panel, bar, stopped) {
     controller.abort();
     panel.hidden = true;
   }
+}
+
+export async function ejectModel(instance) {
+  await postJSON("/api/v1/models/unload", { instance_id: instance });
+}
+
+/** Starts a download of `name` (a link to a .gguf file, or a catalog name where the
+ * server resolves them); `progress(status)` is called with each status until it ends. */
+export async function download(name, progress, pollMs = 1000) {
+  const started = await (await postJSON("/api/v1/models/download", { model: name })).json();
+  let status = started;
+  progress(status);
+  while (status.status === "downloading" || status.status === "paused") {
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+    status = await json(`/api/v1/models/download/status/${encodeURIComponent(started.job_id)}`);
+    progress(status);
+  }
+  if (status.status === "failed") throw new Error(status.error || "The download failed.");
+  return status;
 }

@@ -1,0 +1,138 @@
+"""The prompt cache's disk tier: entries found by a later process, a writer that waits
+for an idle engine, its bound, damaged and foreign files removed, a full queue."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from parlance.engines.llamacpp import prompt_cache_file
+from parlance.engines.llamacpp.prompt_cache_disk import (
+    DEFAULT_DISK_CAP,
+    DiskTier,
+    default_disk_bytes,
+)
+from parlance.engines.llamacpp.prompt_cache_entry import Entry
+from parlance.engines.llamacpp.prompt_cache_file import SUFFIX, decode, encode, key_digest
+from tests.support.prompt_cache import FACTS, KEY, entry, written
+
+
+def test_written_entries_are_found_by_another_tier_on_the_same_directory(tmp_path):
+    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk.write(entry(range(40)), wait=True)
+    assert len(written(disk)) == 1
+    later = DiskTier(tmp_path, FACTS, 1 << 20)  # a restart: the index is read on first use
+    try:
+        found = later.longest([*range(30), -1], limit=30)
+        assert found is not None and found.length == 30 and found.tier == "disk"
+        loaded = later.load(found.entry)
+        assert loaded is not None and loaded.state == bytes(100)
+        assert later.count == 1 and later.bytes == len(encode(entry(range(40)), KEY))
+    finally:
+        later.close()
+    other = DiskTier(tmp_path, {**FACTS, "size": 2}, 1 << 20)  # another model file
+    try:
+        assert other.longest(list(range(30)), limit=29) is None
+    finally:
+        other.close()
+
+
+class WatchedDisk(DiskTier):
+    """A disk tier that says when its writer begins to wait for the engine (`holding`)."""
+
+    def __init__(self, *args: object) -> None:
+        self.holding = threading.Event()  # (before the writer thread starts)
+        super().__init__(*args)  # type: ignore[arg-type]
+
+    def _holding(self) -> None:
+        self.holding.set()
+
+
+def test_the_writer_waits_while_the_engine_runs_and_writes_once_it_is_idle(tmp_path):
+    disk = WatchedDisk(tmp_path, FACTS, 1 << 20)
+    disk.engine_busy(True)
+    disk.write(entry(range(40)))
+    assert disk.holding.wait(30)  # it holds the entry, and has written nothing
+    assert not list(tmp_path.rglob(f"*{SUFFIX}")) and not list(tmp_path.rglob(".tmp-*"))
+    disk.engine_busy(False)
+    assert len(written(disk)) == 1
+
+
+def test_a_state_larger_than_a_write_piece_reads_back_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(prompt_cache_file, "WRITE_PIECE", 64)
+    big = Entry(tuple(range(40)), bytes(range(256)) * 3 + b"tail")
+    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk.write(big, wait=True)
+    (path,) = written(disk)
+    assert path.read_bytes() == encode(big, KEY)
+    back = decode(path.read_bytes(), KEY)
+    assert (back.tokens, back.state) == (big.tokens, big.state)
+
+
+
+def file_holding(disk: DiskTier, first_token: int) -> Path:
+    return next(p for p in disk.directory.glob(f"*{SUFFIX}")
+                if decode(p.read_bytes(), KEY).tokens[0] == first_token)
+
+
+def test_the_disk_bound_evicts_the_least_recently_used_files(tmp_path):
+    size = len(encode(entry(range(40)), KEY))
+    disk = DiskTier(tmp_path, FACTS, 2 * size + 10)
+    for k, start in enumerate((100, 200)):
+        disk.write(entry(range(start, start + 40)), wait=True)
+        disk.close()
+        disk = DiskTier(tmp_path, FACTS, 2 * size + 10)
+        then = time.time() - 100 + k
+        os.utime(file_holding(disk, start), (then, then))
+    used = disk.longest(list(range(100, 140)), limit=39)
+    assert used is not None and disk.load(used.entry) is not None  # now the newest
+    disk.write(entry(range(300, 340)), wait=True)
+    files = written(disk)
+    assert len(files) == 2 and sum(f.stat().st_size for f in files) <= 2 * size + 10
+    survivor = DiskTier(tmp_path, FACTS, 1 << 20)
+    try:
+        assert survivor.longest(list(range(200, 240)), limit=39) is None
+        assert survivor.longest(list(range(100, 140)), limit=39) is not None
+    finally:
+        survivor.close()
+
+
+def test_damaged_and_foreign_files_are_removed_and_never_used(tmp_path):
+    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk.write(entry(range(40)), wait=True)
+    disk.write(entry(range(500, 540)), wait=True)
+    written(disk)
+    first, second = file_holding(disk, 0), file_holding(disk, 500)
+    data = bytearray(first.read_bytes())
+    data[-50] ^= 0xFF  # the state: noticed only when loaded
+    first.write_bytes(bytes(data))
+    second.write_bytes(second.read_bytes()[:-7])  # truncated: noticed by the index
+    foreign = first.with_name("foreign" + SUFFIX)
+    foreign.write_bytes(encode(entry(range(40)), key_digest({"model": "other"})))
+    stray = first.with_name("notes.txt")
+    stray.write_text("left alone")
+    later = DiskTier(tmp_path, FACTS, 1 << 20)
+    try:
+        assert later.longest(list(range(500, 540)), limit=39) is None
+        assert not second.exists() and not foreign.exists() and stray.exists()
+        found = later.longest(list(range(40)), limit=39)
+        assert found is not None and later.load(found.entry) is None
+        assert not first.exists() and later.count == 0
+    finally:
+        later.close()
+
+
+def test_a_full_write_queue_drops_the_write_instead_of_waiting(tmp_path):
+    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk.close()  # no writer: nothing drains the queue
+    for k in range(10):
+        disk.write(entry(range(k * 100, k * 100 + 40)))
+    assert disk.dropped > 0
+
+
+
+def test_the_default_bound_follows_the_free_disk_space():
+    assert default_disk_bytes(10 << 30) == 1 << 30
+    assert default_disk_bytes(1 << 40) == DEFAULT_DISK_CAP
