@@ -49,6 +49,9 @@ class GuidePlan:
     markup: tuple[str, ...] = ()  # the format's headers, dropped from content (harmony)
     schemas: Mapping[str, Any] = field(default_factory=dict)  # tool -> parameters
     spelled: frozenset[int] = frozenset()  # special tokens the parser reads as markers
+    # the family's turn-ending tokens (harmony's <|call|>, Llama's <|eom_id|>), stopped on
+    # even where the GGUF does not mark them end-of-generation
+    stop_tokens: frozenset[int] = frozenset()
 
     @property
     def needed(self) -> bool:

@@ -5,7 +5,7 @@ here, before the response starts, naming the client's parameter."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import llguidance
@@ -130,6 +130,7 @@ def build_plan(
         markup=template.format.markup,
         schemas={t.name: t.parameters for t in tools if not t.freeform},
         spelled=_spelled(template, reasoning, syntax, marker_tokens),
+        stop_tokens=_single_tokens(template.format.stops, marker_tokens),
         **_budget(request, reasoning, marker_tokens),
     )
     return plan if plan.needed else None
@@ -162,12 +163,15 @@ def _spelled(template: ChatTemplate, reasoning: ReasoningMarkers | None,
         if syntax.tagged is not None:
             written = repr(syntax.tagged)
             markers |= {m for m in SPECIAL_MARKERS if m in written}
-    ids = set()
-    for marker in markers:
-        tokens = marker_tokens(marker)
-        if len(tokens) == 1:
-            ids.add(tokens[0])
-    return frozenset(ids)
+    return _single_tokens(markers, marker_tokens)
+
+
+def _single_tokens(markers: Iterable[str],
+                   marker_tokens: Callable[[str], list[int]] | None) -> frozenset[int]:
+    """The markers that are one token in this vocabulary, as token ids."""
+    if marker_tokens is None:
+        return frozenset()
+    return frozenset(t[0] for m in markers if len(t := marker_tokens(m)) == 1)
 
 
 def _compile(source: str | None, tokenizer: llguidance.LLTokenizer,

@@ -163,7 +163,7 @@ class Sequence:
         now = time.perf_counter()
         self.first_token_at = self.first_token_at or now
         self.last_token_at = now
-        if model.is_eog(token):
+        if model.is_eog(token) or (guide is not None and token in guide.plan.stop_tokens):
             return self.finish(FinishReason.STOP)
         self.generated += 1
         self.tokens.append(token)
