@@ -155,3 +155,59 @@ def models(server: Server, out: Console) -> int:
                       escape(text(model, "architecture", where)), escape(quantization))
     out.print(table)
     return 0
+
+
+SHOWN_LICENSE = 2  # lines of a model's license `show` prints (Ollama's too)
+
+
+def show(server: Server, model: str, out: Console) -> int:
+    """A model's facts as `ollama show` lays them out: the model, its capabilities, its
+    sampling defaults, the start of its license."""
+    where = "answer to POST /api/show"
+    answer = server.post("/api/show", {"model": model})
+    details = an_object_field(answer, "details", where)
+    info = an_object_field(answer, "model_info", where)
+    arch = text(info, "general.architecture", where) or text(details, "family", where)
+    rows = [("architecture", arch),
+            ("parameters", text(details, "parameter_size", where)),
+            ("context length", _number(info.get(f"{arch}.context_length"))),
+            ("embedding length", _number(info.get(f"{arch}.embedding_length"))),
+            ("quantization", text(details, "quantization_level", where))]
+    sections = [("Model", [(k, v) for k, v in rows if v])]
+    capabilities = field(answer, "capabilities", list, where) or []
+    sections.append(("Capabilities", [(str(c), "") for c in capabilities]))
+    parameters = text(answer, "parameters", where)
+    pairs = [line.strip().partition(" ") for line in parameters.splitlines()]
+    sections.append(("Parameters", [(k, v.strip()) for k, _, v in pairs if k]))
+    license_ = text(answer, "license", where).strip().splitlines()[:SHOWN_LICENSE]
+    sections.append(("License", [(line, "") for line in license_]))
+    for title, entries in sections:
+        if not entries:
+            continue
+        table = Table(title=None, show_header=False, box=None, padding=(0, 2, 0, 4))
+        table.add_column(no_wrap=True)
+        table.add_column()
+        for key, value in entries:
+            table.add_row(escape(key), escape(value))
+        out.print(f"  {title}", markup=False)
+        out.print(table)
+        out.print()
+    return 0
+
+
+def _number(value: Any) -> str:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else ""
+
+
+def rm(server: Server, names: list[str], err: Console) -> int:
+    """Delete each model (Ollama's `ollama rm`); the first refusal ends the command."""
+    for name in names:
+        server.send("DELETE", "/api/delete", {"model": name})
+        err.print(f"deleted '{name}'", markup=False)
+    return 0
+
+
+def cp(server: Server, source: str, destination: str, err: Console) -> int:
+    server.send("POST", "/api/copy", {"source": source, "destination": destination})
+    err.print(f"copied '{source}' to '{destination}'", markup=False)
+    return 0
