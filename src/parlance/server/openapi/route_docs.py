@@ -148,7 +148,7 @@ PLAIN: dict[tuple[str, str], Operation] = {
 
 
 _HELLO = [{"role": "user", "content": "Hello!"}]
-_MODEL = "my-model"
+_MODEL = "my-model"  # (a placeholder: `examples` puts the server's own model there)
 
 # A small valid body of each model, shown by `/docs` (and sent by "Try it out"); the
 # schemathesis test sends each one and its streamed variant and expects a success.
@@ -176,6 +176,15 @@ EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
         {"id": "m1", "parent": None, "role": "user", "text": "Hello!"}]},
     RenameShape: {"title": "Greetings"},
 }
+
+
+def examples(model: str | None) -> dict[type[BaseModel], dict[str, Any]]:
+    """`EXAMPLES` naming `model` (a model this server has), so "Try it out" answers
+    rather than 404; None: the placeholder stays (a server with no model yet)."""
+    if model is None:
+        return EXAMPLES
+    return {shape: {key: model if value == _MODEL else value for key, value in body.items()}
+            for shape, body in EXAMPLES.items()}
 
 
 @runtime_checkable
