@@ -8,6 +8,8 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rich.markup import escape
+
 from parlance import __version__
 from parlance.cli.commands import run_client, run_models, run_serve
 from parlance.cli.serve_flags import add_serve_flags
@@ -56,5 +58,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except _SAID as exc:
-        console.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")
+        console.print(f"[red]error:[/] {escape(str(getattr(exc, 'message', exc)))}",
+                      soft_wrap=True, highlight=False)  # (one line, as it was said)
         return 2
