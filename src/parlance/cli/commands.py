@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from parlance.cli.wiring import Registry, build_app, connection_limits, console
 from parlance.config import ServeConfig, default_data_dir, env_name, resolve_config
@@ -50,11 +49,19 @@ def resolved(args: argparse.Namespace) -> tuple[ServeConfig, Registry]:
 
 
 def list_models(registry: Registry) -> int:
-    table = Table("id", "aliases", "context", "sampling defaults")
+    """This machine's registry in the table `models --url` prints (the facts of each
+    file here, read from its header)."""
+    from parlance.console.model_table import ModelRow, model_table
+    from parlance.models.facts import facts_of
+
+    rows = []
     for spec in registry.values():
-        table.add_row(spec.id, ", ".join(spec.aliases), str(spec.ctx_size or ""),
-                      ", ".join(f"{k}={v}" for k, v in spec.sampling.items()))
-    Console().print(table)
+        facts = facts_of(spec)
+        file = facts.file
+        rows.append(ModelRow(spec.id, facts.size_bytes or None,
+                             (file.context_length if file else None) or spec.ctx_size,
+                             (file.quantization if file else None) or ""))
+    Console().print(model_table(rows))
     return 0
 
 

@@ -25,16 +25,8 @@ from rich.table import Table
 
 from parlance.console.client import Server, ServerError, error_message
 from parlance.console.load_progress import LoadProgressView
+from parlance.console.model_table import ModelRow, model_table, size
 from parlance.console.wire import an_object_field, field, objects, text
-
-
-def size(count: int | None) -> str:
-    if not count:
-        return ""
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"
 
 
 def ps(server: Server, out: Console) -> int:
@@ -140,20 +132,17 @@ def pull(server: Server, name: str, err: Console) -> int:
 
 
 def models(server: Server, out: Console) -> int:
-    table = Table("id", "loaded", "size", "context", "architecture", "quantization")
-    table.columns[0].overflow = "fold"  # an id is shown whole: it is what commands take
+    """The server's models (LM Studio's list), in the table `parlance models` prints."""
     where = "model of GET /api/v1/models"
+    rows = []
     for model in objects(server.get("/api/v1/models"), "models", "answer to GET "
                          "/api/v1/models"):
         instances = objects(model, "loaded_instances", where)
-        context = next((field(an_object_field(i, "config", where), "context_length", int,
-                              where) for i in instances), None)
         quantization = text(an_object_field(model, "quantization", where), "name", where)
-        table.add_row(escape(text(model, "key", where)), "yes" if instances else "",
-                      size(field(model, "size_bytes", int, where)),
-                      str(context or field(model, "max_context_length", int, where) or ""),
-                      escape(text(model, "architecture", where)), escape(quantization))
-    out.print(table)
+        rows.append(ModelRow(text(model, "key", where), field(model, "size_bytes", int, where),
+                             field(model, "max_context_length", int, where), quantization,
+                             loaded=bool(instances)))
+    out.print(model_table(rows))
     return 0
 
 

@@ -149,16 +149,13 @@ def run(args: argparse.Namespace, local: LocalServer, history: Path | None) -> i
 
 def _conversation(args: argparse.Namespace, local: LocalServer, out: TerminalConsole,
                   err: TerminalConsole, history: Path | None) -> int:
-    prompt = " ".join(getattr(args, "prompt", []))
-    if not sys.stdin.isatty():  # (as `ollama run` takes it: the input, then the prompt)
-        prompt = "\n\n".join(part for part in (sys.stdin.read().strip(), prompt) if part)
     url = args.url or server_url(None)
     if args.url or answers(url):
-        return _chat(args, url, out, err, history, prompt)
+        return _chat(args, url, out, err, history)
     err.print(f"No server answers at {url}: starting one in this process.", style="dim",
               markup=False)
     with local() as started:
-        return _chat(args, started, out, err, history, prompt)
+        return _chat(args, started, out, err, history)
 
 
 def answers(url: str) -> bool:
@@ -172,12 +169,16 @@ def answers(url: str) -> bool:
 
 
 def _chat(args: argparse.Namespace, url: str, out: TerminalConsole, err: Console,
-          history: Path | None, prompt: str) -> int:
+          history: Path | None) -> int:
     with Server(url, api_key(args.client_key)) as server:
         session = ChatSession(server, out, args.model, args.system, args.mcp, errors=err)
         server.get("/v1/models")  # no server, a wrong key: said before the first prompt
         if args.model and (refused := session.pick_model(args.model)) is not None:
             raise ServerError(refused)
+        prompt = " ".join(getattr(args, "prompt", []))
+        if not sys.stdin.isatty():  # (as `ollama run` takes it: the input, then the prompt)
+            given = sys.stdin.read().strip()
+            prompt = "\n\n".join(part for part in (given, prompt) if part)
         if prompt or not sys.stdin.isatty():
             return session.once(prompt) if prompt else 0
         with line_history(history):
