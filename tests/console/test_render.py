@@ -27,7 +27,7 @@ from parlance.core.events import (
     Usage,
 )
 from parlance.core.tools import ToolProvider, ToolSpec
-from parlance.dialects.base import DONE, CallFacts
+from parlance.dialects.base import DONE, CallFacts, Incoming
 from parlance.dialects.openai.responses import OpenAIResponses
 from tests.support.encoding import encoded
 
@@ -39,7 +39,7 @@ def events(core: list[Event], failure: ParlanceError | None = None,
            **fields: Any) -> list[dict[str, Any]]:
     """The stream's events for these core events, as the server sends them."""
     dialect = OpenAIResponses()
-    call = dialect.parse({"model": "m", "input": "hi", "stream": True, **fields})
+    call = dialect.parse(Incoming({"model": "m", "input": "hi", "stream": True, **fields}))
     return [frame.data for frame in encoded(dialect.encoder(call, CallFacts("m", ())), core,
                                             failure) if frame.data != DONE]
 

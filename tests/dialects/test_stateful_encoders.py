@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from parlance.core.events import Finish, FinishReason, TextDelta, Usage
-from parlance.dialects.base import CallFacts, Stateful, StatefulEncoder, outcome
+from parlance.dialects.base import CallFacts, Incoming, Stateful, StatefulEncoder, outcome
 from parlance.dialects.lmstudio import LMStudioChat
 from parlance.dialects.openai.chat import OpenAIChat
 from parlance.dialects.openai.responses import OpenAIResponses
@@ -19,7 +19,7 @@ SERVED = CallFacts("m", ())
                          ids=lambda d: type(d).__name__)
 def test_a_stateful_dialects_encoder_reports_its_outcome(dialect):
     assert isinstance(dialect, Stateful)
-    encoder = dialect.encoder(dialect.parse({"model": "m", "input": "hi"}), SERVED)
+    encoder = dialect.encoder(dialect.parse(Incoming({"model": "m", "input": "hi"})), SERVED)
     assert isinstance(encoder, StatefulEncoder)
     encoder.open()
     encoder.feed(TextDelta("Hello"))
@@ -34,6 +34,6 @@ def test_a_stateful_dialects_encoder_reports_its_outcome(dialect):
 
 def test_an_encoder_without_an_outcome_is_refused():
     dialect = OpenAIChat()
-    call = dialect.parse({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    call = dialect.parse(Incoming({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
     with pytest.raises(TypeError, match="ChatEncoder is not a StatefulEncoder"):
         outcome(dialect.encoder(call, SERVED))

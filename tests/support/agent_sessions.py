@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from parlance.dialects.anthropic import AnthropicMessages
+from parlance.dialects.base import Incoming
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.engines.llamacpp import LlamaCppEngine
 from parlance.models.registry import DEFAULT_MODEL
@@ -43,7 +44,7 @@ def rendered_tokens(engine: LlamaCppEngine, requests: list[dict[str, Any]]) -> l
     for request in requests:
         dialect = (AnthropicMessages() if request["path"].startswith("/v1/messages")
                    else OpenAIResponses())
-        generation = dialect.parse(replayed(request, 16)).request
+        generation = dialect.parse(Incoming(replayed(request, 16))).request
         prompt = generation.prompts[0]
         preparation = engine.preparation
         out.append(preparation.tokens(prompt, preparation.chat_text(prompt, generation),

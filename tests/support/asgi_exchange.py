@@ -71,9 +71,10 @@ async def exchange(app: Callable[..., Awaitable[None]], path: str, body: Any = N
             if not message.get("more_body", False):
                 out.ended = True
 
+    path, _, query = path.partition("?")  # (a query in `path` is the query string)
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
              "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
-             "query_string": b"", "headers": [(b"content-type", b"application/json"),
+             "query_string": query.encode(), "headers": [(b"content-type", b"application/json"),
                                               *headers],
              "server": ("test", 80), "client": ("test", 1)}
     await asyncio.wait_for(app(scope, receive, send), timeout)

@@ -17,11 +17,14 @@ SERVE_ARGS = ("--request-timeout", "1800")
 _ACCESS = re.compile(r"method=(\S+) path=(\S+) status=(\d+)")
 
 
-def run_script(venv_bin: Path, script: str, base_url: str) -> dict[str, Any]:
-    """Runs `tests/clients/scripts/<script>` with the venv's python; its JSON report."""
+def run_script(venv_bin: Path, script: str, base_url: str, *,
+               extra: dict[str, str] | None = None) -> dict[str, Any]:
+    """Runs `tests/clients/scripts/<script>` with the venv's python; its JSON report.
+    `extra`: more environment for the script."""
     run = subprocess.run([str(venv_bin / "python"), str(SCRIPTS / script)],
                          env={"PATH": f"{venv_bin}:/usr/bin:/bin", "PARLANCE_URL": base_url,
-                              "HOME": str(venv_bin.parent), "PYTHONDONTWRITEBYTECODE": "1"},
+                              "HOME": str(venv_bin.parent), "PYTHONDONTWRITEBYTECODE": "1",
+                              **(extra or {})},
                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
                          timeout=RUN_TIMEOUT)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -1,8 +1,9 @@
 """The error envelope each API's clients parse, as a checker for any refusal: OpenAI's
 `{"error": {message, type, param, code}}` on every path but `/api/v1/*` and `/api/v0/*`,
 where LM Studio's `{"error": {type, message, code?, param?}}` is answered, the other
-`/api/*`, where Ollama's `{"error": "message"}` is, and `/v1/messages*`, where
-Anthropic's `{"type": "error", "error": {type, message}, "request_id"}` is."""
+`/api/*`, where Ollama's `{"error": "message"}` is, `/v1/messages*`, where
+Anthropic's `{"type": "error", "error": {type, message}, "request_id"}` is, and
+Gemini's paths, where Google's `{"error": {code, message, status}}` is."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 import httpx
 
-from tests.support import anthropic_contract, ollama_contract
+from parlance.dialects.gemini.api import API as GEMINI
+from tests.support import anthropic_contract, gemini_contract, ollama_contract
 from tests.support.lmstudio_contract import check_error
 
 OPENAI_TYPES = {"invalid_request_error", "authentication_error", "tokens_exceeded_error",
@@ -23,12 +25,19 @@ def checked_error(path: str, response: httpx.Response) -> dict[str, Any]:
     API speaks."""
     assert response.headers["content-type"].startswith("application/json"), response.headers
     body = response.json()
+    if GEMINI.prefix_length(path.partition("?")[0]):
+        return gemini_contract.check_error(body)
     if path.startswith("/v1/messages"):
         return anthropic_contract.check_error(body)
     if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/v0/")):
         return {"message": ollama_contract.check_error(body)}
     assert isinstance(body, dict) and set(body) == {"error"}, body
     error = body["error"]
+    if path.startswith(("/v1/systemone", "/systemone", "/tokenize", "/detokenize",
+                        "/apply-template")):  # llama-server's envelope
+        assert set(error) == {"code", "message", "type"}, error
+        assert error["code"] == response.status_code and error["message"], error
+        return error
     if path.startswith("/api/"):
         check_error(error)
         return error

@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                          f" [env {env_name('config')}; default ./parlance.toml]")
     console_entry.add_server_flags(models, default_url=False, what="list the models of the "
                                    "server at this URL instead of this machine's registry")
+    models.set_defaults(ask=console_entry.ask_models)  # (with --url)
     console_entry.add_commands(commands)
     for name in console_entry.CLIENT_COMMANDS:
         commands.choices[name].set_defaults(run=run_client)

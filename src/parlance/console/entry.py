@@ -4,7 +4,10 @@
 `chat` and `run` talk to the server at --url; without one, to the server at
 `PARLANCE_URL` (default http://127.0.0.1:8080) when one answers there, else to a server
 they start in this process. Given a prompt, or input that is not a terminal, they ask
-once and write the answer (only its text when the output is not a terminal)."""
+once and write the answer (only its text when the output is not a terminal).
+
+Each other command's parser names the request it makes (`set_defaults(ask=...)`):
+adding a client command is its parser and its function in `commands.py`."""
 
 from __future__ import annotations
 
@@ -40,6 +43,42 @@ PROBE = httpx2.Timeout(2.0)  # a server on this machine answers at once or not a
 # `chat` without --url: a context in which a server of this process answers at the
 # URL it yields.
 LocalServer = Callable[[], AbstractContextManager[str]]
+# What a command asks of the server: its arguments, the server, the output and the
+# error console; the exit status.
+Ask = Callable[[argparse.Namespace, Server, Console, Console], int]
+
+
+def _ps(args: argparse.Namespace, server: Server, out: Console, err: Console) -> int:
+    return commands.ps(server, out)
+
+
+def _load(args: argparse.Namespace, server: Server, out: Console, err: Console) -> int:
+    return commands.load(server, args.model, args.context_length, err)
+
+
+def _unload(args: argparse.Namespace, server: Server, out: Console, err: Console) -> int:
+    return commands.unload(server, args.model, err)
+
+
+def _pull(args: argparse.Namespace, server: Server, out: Console, err: Console) -> int:
+    return commands.pull(server, args.name, err)
+
+
+def _show(args: argparse.Namespace, server: Server, out: Console, err: Console) -> int:
+    return commands.show(server, args.model, out)
+
+
+def _rm(args: argparse.Namespace, server: Server, out: Console, err: Console) -> int:
+    return commands.rm(server, args.models, err)
+
+
+def _cp(args: argparse.Namespace, server: Server, out: Console, err: Console) -> int:
+    return commands.cp(server, args.source, args.destination, err)
+
+
+def ask_models(args: argparse.Namespace, server: Server, out: Console, err: Console) -> int:
+    """`parlance models --url`: the models of a running server."""
+    return commands.models(server, out)
 
 
 def add_server_flags(parser: argparse.ArgumentParser, *, default_url: bool = True,
@@ -70,15 +109,19 @@ def add_commands(commands_: argparse._SubParsersAction[argparse.ArgumentParser])
     run.add_argument("model", help="the model to ask")
     run.add_argument("prompt", nargs="*", help="the message (words joined by spaces)")
     _conversation_flags(run)
-    add_server_flags(commands_.add_parser("ps", help="list the models a server has loaded"))
+    ps = commands_.add_parser("ps", help="list the models a server has loaded")
+    add_server_flags(ps)
+    ps.set_defaults(ask=_ps)
     load = commands_.add_parser("load", help="load a model into a running server")
     load.add_argument("model", help="a name the server knows (see `parlance models --url`)")
     load.add_argument("--context-length", dest="context_length", type=int,
                       help="its context in tokens (default: the server's)")
     add_server_flags(load)
+    load.set_defaults(ask=_load)
     unload = commands_.add_parser("unload", help="unload a model from a running server")
     unload.add_argument("model", help="a loaded model (see `parlance ps`)")
     add_server_flags(unload)
+    unload.set_defaults(ask=_unload)
     pull = commands_.add_parser("pull", help="download a model into a running server's "
                                              "models directory")
     pull.add_argument("name", metavar="NAME",
@@ -86,17 +129,21 @@ def add_commands(commands_: argparse._SubParsersAction[argparse.ArgumentParser])
                            "of the server's catalog, Hugging Face by default), or a direct "
                            "http(s) link to a .gguf file")
     add_server_flags(pull)
+    pull.set_defaults(ask=_pull)
     show = commands_.add_parser("show", help="what a server knows of a model")
     show.add_argument("model", help="a name the server knows")
     add_server_flags(show)
+    show.set_defaults(ask=_show)
     rm = commands_.add_parser("rm", help="delete a model's file (or a name `cp` made) "
                                          "from a running server")
     rm.add_argument("models", nargs="+", metavar="model")
     add_server_flags(rm)
+    rm.set_defaults(ask=_rm)
     cp = commands_.add_parser("cp", help="give a model of a running server one more name")
     cp.add_argument("source", help="a name the server knows")
     cp.add_argument("destination", help="the new name")
     add_server_flags(cp)
+    cp.set_defaults(ask=_cp)
 
 
 def _conversation_flags(parser: argparse.ArgumentParser) -> None:
@@ -124,22 +171,9 @@ def run(args: argparse.Namespace, local: LocalServer, history: Path | None) -> i
     try:
         if args.command in ("chat", "run"):
             return _conversation(args, local, out, err, history)
+        ask: Ask = args.ask
         with Server(server_url(args.url), api_key(args.client_key)) as server:
-            if args.command == "ps":
-                return commands.ps(server, out)
-            if args.command == "load":
-                return commands.load(server, args.model, args.context_length, err)
-            if args.command == "unload":
-                return commands.unload(server, args.model, err)
-            if args.command == "pull":
-                return commands.pull(server, args.name, err)
-            if args.command == "show":
-                return commands.show(server, args.model, out)
-            if args.command == "rm":
-                return commands.rm(server, args.models, err)
-            if args.command == "cp":
-                return commands.cp(server, args.source, args.destination, err)
-            return commands.models(server, out)
+            return ask(args, server, out, err)
     except ServerError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -15,10 +16,14 @@ from parlance.core.request import GenerationRequest
 from parlance.core.stored import StoredResponse
 
 DONE = "[DONE]"
-Framing = Literal["sse", "ndjson"]  # how the transport writes frames
+# How the transport writes frames: SSE events, NDJSON lines, or one JSON document
+# written as it is made ("json": each frame is a piece of its text, such as Gemini's
+# streamed array `[`, `{…}`, `,{…}`, `]`; an idle stream sends whitespace)
+Framing = Literal["sse", "ndjson", "json"]
 # The content type a stream of each framing is sent as (and documented as)
 MEDIA_TYPES: dict[Framing, str] = {"sse": "text/event-stream; charset=utf-8",
-                                   "ndjson": "application/x-ndjson"}
+                                   "ndjson": "application/x-ndjson",
+                                   "json": "application/json; charset=utf-8"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +32,17 @@ class Frame:
 
     data: Any
     event: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A request as a dialect reads it: the decoded JSON body, and the URL's path
+    parameters and query (an API may put the model or the stream's framing there, as
+    Gemini's `models/{model}:streamGenerateContent?alt=sse` does)."""
+
+    body: Any
+    path: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +80,9 @@ class Call:
     # (the X-Parlance-Progress header): an encoder may then send a frame of its own
     # naming for `PromptProgress`; without it, the API's own stream and nothing else
     progress: bool = field(default=False, kw_only=True)
+    # This call's stream is framed so instead of as its dialect's are (Gemini's stream
+    # is SSE with `alt=sse` in the URL, else one JSON array)
+    framing: Framing | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +141,7 @@ class Dialect(Protocol[C]):
         """The pydantic model `parse` validates the body with: also what the server's
         OpenAPI document says the body is, so the two cannot disagree."""
 
-    def parse(self, body: Any) -> C: ...
+    def parse(self, incoming: Incoming) -> C: ...
 
     def encoder(self, call: C, served: CallFacts) -> Encoder: ...
 
@@ -196,6 +215,14 @@ class Truncating(Protocol[C]):
 
     def shorter(self, call: C) -> C | None:
         """The call without its oldest turn; None when nothing may be dropped."""
+
+
+@runtime_checkable
+class StreamsByRoute(Protocol):
+    """A dialect whose route, not its body, says whether the answer streams (Gemini's
+    `:streamGenerateContent` beside `:generateContent`); `Call.framing` then says how."""
+
+    streaming: bool
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from parlance.core.embeddings import EmbeddingRequest, Embeddings
 from parlance.core.errors import ParlanceError
-from parlance.dialects.base import ErrorResponse
+from parlance.dialects.base import ErrorResponse, Incoming
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class EmbeddingDialect(Protocol[E]):
     def body_model(self) -> type[BaseModel]:
         """The pydantic model `parse` validates the body with (see `Dialect.body_model`)."""
 
-    def parse(self, body: Any) -> E: ...
+    def parse(self, incoming: Incoming) -> E: ...
 
     def render(self, call: E, served: EmbedCallFacts, result: Embeddings) -> dict[str, Any]: ...
 

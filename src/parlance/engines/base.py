@@ -14,6 +14,9 @@ from parlance.core.embeddings import EmbeddingRequest, Embeddings
 from parlance.core.events import Event
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import GenerationRequest
+from parlance.core.rerank import Reranked, RerankRequest
+from parlance.core.scoring import ScoreRequest, Scores
+from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.metrics import EngineMetrics
 
 
@@ -41,6 +44,25 @@ class Engine(Protocol):
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """Prompt tokens of the request's first prompt, as `start` would evaluate them."""
+
+    async def score(self, request: ScoreRequest) -> Scores:
+        """Each prompt's continuations scored by teacher forcing, without generating
+        (core/scoring.py). An engine that cannot see a prompt's log-probabilities
+        refuses with `NotImplementedHere` (501)."""
+
+    async def rerank(self, request: RerankRequest) -> Reranked:
+        """One relevance score per document, by what the model is (core/rerank.py)."""
+
+    async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
+        """The model's tokens for the request's texts, ids passed through (refused:
+        an id outside the vocabulary)."""
+
+    async def detokenize(self, request: DetokenizeRequest) -> str:
+        """The text of the tokens (special tokens spelled out; invalid UTF-8 replaced)."""
+
+    async def render_prompt(self, request: GenerationRequest) -> str:
+        """The first prompt's text as the engine would evaluate it (a chat through the
+        model's template, with tools and the reasoning switch), not tokenized."""
 
     async def embed(self, request: EmbeddingRequest) -> Embeddings:
         """One pooled vector per input, normalized as asked. Refuses (typed errors)

@@ -30,11 +30,15 @@ from parlance.core.errors import ContextOverflow, InvalidRequest, ModelUnloaded,
 from parlance.core.events import Event, Failed, Finish, FinishReason, TextDelta, Usage
 from parlance.core.prompts import PromptInfo
 from parlance.core.request import ChatInput, GenerationRequest, TextInput
+from parlance.core.rerank import Reranked, RerankRequest
+from parlance.core.scoring import PromptScores, ScoreRequest, Scores
+from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.budget import output_budget
 from parlance.engines.grammar import check_schemas
 from parlance.engines.metrics import EngineMetrics
 from parlance.engines.parsing.output import OutputParser
 from parlance.engines.parsing.syntax import HERMES, THINK, ReasoningMarkers, ToolSyntax
+from parlance.engines.reranking import by_yes_no
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +168,12 @@ class FakeEngine:
         self.requests: list[GenerationRequest] = []
         self.generations: list[FakeGeneration] = []
         self.embed_requests: list[EmbeddingRequest] = []
+        # Log-probabilities of the continuations, one tuple per prompt scored; with none
+        # queued a continuation scores minus its length in characters.
+        self.score_scripts: deque[tuple[float, ...]] = deque()
+        self.score_requests: list[ScoreRequest] = []
+        self.vocabulary: list[str] = ["<s>"]  # a word's id: its place here (added when met)
+        self.vocabulary_size = 49152  # ids past the words met are spelled "w<id>"
         self.embedding_size = 8
         self.metrics = EngineMetrics()
 
@@ -187,6 +197,54 @@ class FakeEngine:
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return len(_prompt_text(request.prompts[0]).split())
+
+    async def score(self, request: ScoreRequest) -> Scores:
+        self.score_requests.append(request)
+        results = []
+        for prompt, continuations in zip(request.generation.prompts, request.continuations,
+                                         strict=True):
+            info = _prompt_info(prompt, _prompt_text(prompt))
+            if info.n_tokens > self.context_length:
+                raise ContextOverflow("The prompt does not fit the context.",
+                                      param=request.param, code="context_length_exceeded")
+            logprobs = (self.score_scripts.popleft() if self.score_scripts
+                        else tuple(-float(len(c)) for c in continuations))
+            results.append(PromptScores(logprobs, info.n_tokens, 0))
+        return Scores(tuple(results))
+
+    async def rerank(self, request: RerankRequest) -> Reranked:
+        """As an instruct model: by its "yes" (the scores `score_scripts` holds)."""
+        return await by_yes_no(self, request)
+
+    async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
+        """Words are tokens, each followed by a space; `add_special` puts `<s>` (id 0)
+        first."""
+        ids = [0] if request.add_special else []
+        for item in request.content:
+            if isinstance(item, int):
+                ids.append(self._check_token(item, "content"))
+                continue
+            for word in item.split():
+                if word not in self.vocabulary:
+                    self.vocabulary.append(word)
+                ids.append(self.vocabulary.index(word))
+        return tuple(Token(i, self._piece(i)) for i in ids)
+
+    async def detokenize(self, request: DetokenizeRequest) -> str:
+        return "".join(self._piece(self._check_token(t, "tokens")).decode()
+                       for t in request.tokens)
+
+    async def render_prompt(self, request: GenerationRequest) -> str:
+        return _prompt_text(request.prompts[0])
+
+    def _check_token(self, token: int, param: str) -> int:
+        if not 0 <= token < self.vocabulary_size:
+            raise InvalidRequest(f"Token id {token} is outside the vocabulary.", param=param)
+        return token
+
+    def _piece(self, token: int) -> bytes:
+        word = self.vocabulary[token] if token < len(self.vocabulary) else f"w{token}"
+        return word.encode() if token == 0 else f"{word} ".encode()
 
     async def embed(self, request: EmbeddingRequest) -> Embeddings:
         """Words are tokens; each word has a fixed pseudo-random vector (from its hash)

@@ -1,27 +1,15 @@
-"""The route table: which path speaks which dialect. No logic lives here."""
+"""The route table: every API's routes (`dialects.apis.APIS`) and the server's own
+endpoints. No logic lives here."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from parlance.dialects import anthropic, lmstudio, ollama
-from parlance.dialects.anthropic import AnthropicMessages
-from parlance.dialects.base import Dialect
-from parlance.dialects.embedding_base import EmbeddingDialect
-from parlance.dialects.lmstudio import LMStudioChat
-from parlance.dialects.ollama import OllamaChat, OllamaGenerate
-from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
-from parlance.dialects.openai import errors as openai_errors
-from parlance.dialects.openai.chat import OpenAIChat
-from parlance.dialects.openai.completions import OpenAICompletions
-from parlance.dialects.openai.embeddings import OpenAIEmbeddings
+from parlance.dialects import apis
+from parlance.dialects.api import Routes, Services
 from parlance.dialects.openai.responses import OpenAIResponses
-from parlance.dialects.openai.responses.compact import ResponsesCompaction
-from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.models.downloads import DownloadManager
 from parlance.models.served import ServedModels
 from parlance.server.body.conversation_shapes import PATH as CONVERSATIONS
@@ -29,12 +17,14 @@ from parlance.server.calls.background import BackgroundRuns
 from parlance.server.endpoints.api_docs import ApiDocs
 from parlance.server.endpoints.conversations import ConversationEndpoints
 from parlance.server.endpoints.embeddings import EmbeddingsEndpoint
+from parlance.server.endpoints.engine_answers import AnsweringEndpoint
 from parlance.server.endpoints.info import InfoEndpoints
 from parlance.server.endpoints.lmstudio_models import LMStudioModels
-from parlance.server.endpoints.message_tokens import MessageTokens
 from parlance.server.endpoints.metrics import MetricsEndpoint
+from parlance.server.endpoints.model_listing import ModelList
 from parlance.server.endpoints.ollama_models import OllamaModels
 from parlance.server.endpoints.stored_responses import StoredResponses
+from parlance.server.endpoints.token_counts import TokenCounts
 from parlance.server.endpoints.web import ASSETS, WebPage
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.generation.socket_mode import SocketEndpoint
@@ -45,45 +35,17 @@ from parlance.store.conversations import ConversationStore
 from parlance.store.responses import ResponseStore
 
 
-def generation(sealer: Sealer, responses: OpenAIResponses, messages: AnthropicMessages
-               ) -> tuple[tuple[str, Dialect[Any]], ...]:
-    """Which path speaks which dialect. Each OpenAI endpoint is also reachable without
-    the /v1 prefix, as llama.cpp allows."""
-    return (
-        ("/v1/chat/completions", OpenAIChat()),
-        ("/v1/completions", OpenAICompletions()),
-        ("/v1/responses", responses),
-        ("/v1/responses/compact", ResponsesCompaction(sealer)),
-        ("/api/v1/chat", LMStudioChat()),
-        ("/v1/messages", messages),
-        ("/api/chat", OllamaChat()),
-        ("/api/generate", OllamaGenerate()),
-    )
-
-
-def embeddings() -> tuple[tuple[str, EmbeddingDialect[Any]], ...]:
-    """Which path speaks which embeddings dialect (LM Studio documents its OpenAI-shaped
-    `/api/v0/embeddings`; its v1 API has none)."""
-    return (
-        ("/v1/embeddings", OpenAIEmbeddings()),
-        ("/embeddings", OpenAIEmbeddings()),
-        ("/api/v0/embeddings", OpenAIEmbeddings(lmstudio.render_error)),
-        ("/api/embed", OllamaEmbed()),
-        ("/api/embeddings", OllamaEmbeddings()),
-    )
-
-
 def error_renderer(path: str) -> Render:
-    """The error envelope of the API a path belongs to (each dialect names its paths;
-    every other path speaks OpenAI's), for errors no endpoint caught (no such route, an
-    unexpected exception) and refusals before any endpoint runs."""
-    if _under(path, lmstudio.PATHS):
-        return lmstudio.render_error
-    if path.startswith(ollama.PREFIX):
-        return ollama.render_error
-    if _under(path, anthropic.PATHS):
-        return anthropic.render_error
-    return openai_errors.render_error
+    """The error envelope of the API a path belongs to (the API claiming it most
+    closely, `API.prefix_length`; the first API's, OpenAI's, for a path none claims),
+    for errors no endpoint caught (no such route, an unexpected exception) and
+    refusals before any endpoint runs."""
+    owner, claim = apis.APIS[0], 0
+    for api in apis.APIS:
+        length = api.prefix_length(path)
+        if length > claim:
+            owner, claim = api, length
+    return owner.render_error
 
 
 def _example_model(models: ServedModels) -> str | None:
@@ -93,24 +55,26 @@ def _example_model(models: ServedModels) -> str | None:
     return spec.id if spec is not None else None
 
 
-def _under(path: str, paths: tuple[str, ...]) -> bool:
-    return any(path == p or path.startswith(p + "/") for p in paths)
-
-
 def build_routes(models: ServedModels, settings: ServerSettings,
                  store: ResponseStore, downloads: DownloadManager | None,
                  conversation_store: ConversationStore | None = None) -> list[BaseRoute]:
-    info = InfoEndpoints(models, settings)
-    web = WebPage(info)
-    sealer = server_sealer(settings.data_dir)
-    responses = OpenAIResponses(sealer)
+    """Every API's routes (`dialects.apis.APIS`), then the endpoints that are one API's
+    own: Responses' stored responses, LM Studio's and Ollama's model management, and
+    the server's own."""
+    services = Services(server_sealer(settings.data_dir))
+    served = [(api.name, api.routes(services)) for api in apis.APIS]
+    responses = next(d for _, made in served for _, d in made.generation
+                     if isinstance(d, OpenAIResponses))
     runs = BackgroundRuns(responses, responses.framing, store, kind=responses.stored_kind,
                           keepalive_seconds=settings.keepalive_seconds)
+    info = InfoEndpoints(models, settings, tuple(
+        (listed.headers, ModelList(listed.listing, models, settings, tag, one=False),
+         ModelList(listed.listing, models, settings, tag, one=True))
+        for tag, made in served for listed in made.models if listed.headers))
+    web = WebPage(info)
     stored = StoredResponses(models, settings, store, responses, runs)
     lmstudio = LMStudioModels(models, settings, downloads)
     ollama_models = OllamaModels(models, settings, downloads)
-    messages = AnthropicMessages()
-    message_tokens = MessageTokens(models, settings, messages)
     chats = ConversationEndpoints(settings, conversation_store or ConversationStore())
     routes: list[BaseRoute] = [
         Route("/api/v1/models", lmstudio.list, methods=["GET"]),
@@ -131,8 +95,6 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/responses/{response_id}", stored.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", stored.input_items, methods=["GET"]),
         Route("/v1/responses/{response_id}/cancel", stored.cancel, methods=["POST"]),
-        Route("/v1/messages/count_tokens", message_tokens.count, methods=["POST"]),
-        Route("/messages/count_tokens", message_tokens.count, methods=["POST"]),
         Route(CONVERSATIONS, chats.list, methods=["GET"]),
         Route(CONVERSATIONS, chats.create, methods=["POST"]),
         Route(CONVERSATIONS + "/{conversation_id}", chats.retrieve, methods=["GET"]),
@@ -151,21 +113,44 @@ def build_routes(models: ServedModels, settings: ServerSettings,
     routes += [Route("/openapi.json", docs.document, methods=["GET"]),
                Route("/docs", docs.viewer, methods=["GET"]),
                Route("/docs/{asset}", docs.asset, methods=["GET"])]
-    for path, dialect in generation(sealer, responses, messages):
-        handler = GenerationHandler(dialect, models, settings, store,
-                                    runs if dialect is responses else None)
-        routes.append(Route(path, handler.handle, methods=["POST"]))
-        if path.startswith("/v1/"):
-            routes.append(Route(path.removeprefix("/v1"), handler.handle, methods=["POST"]))
-        if dialect is responses:  # WebSocket mode, on the same paths
-            socket = SocketEndpoint(handler, store)
-            routes.append(WebSocketRoute(path, socket.serve))
-            routes.append(WebSocketRoute(path.removeprefix("/v1"), socket.serve))
-    for path, embedder in embeddings():
-        routes.append(Route(path, EmbeddingsEndpoint(embedder, models, settings).handle,
-                            methods=["POST"]))
+    for tag, made in served:
+        routes += _api_routes(tag, made, models, settings, store, runs)
     # Last: POST to any other path under /v1/responses/ is no endpoint at all.
     routes.append(Route("/v1/responses/{sub_path}", _no_such_endpoint, methods=["POST"]))
+    return routes
+
+
+def _api_routes(tag: str, made: Routes, models: ServedModels, settings: ServerSettings,
+                store: ResponseStore, runs: BackgroundRuns) -> list[BaseRoute]:
+    """One API's routes, each kind served by its one generic endpoint; a dialect that
+    speaks several paths has one endpoint for them all."""
+    routes: list[BaseRoute] = []
+    handlers: dict[int, GenerationHandler] = {}
+    for path, dialect in made.generation:
+        handler = handlers.get(id(dialect)) or handlers.setdefault(id(dialect), GenerationHandler(
+            dialect, models, settings, store, runs if dialect is runs.dialect else None,
+            tag=tag))
+        routes.append(Route(path, handler.handle, methods=["POST"]))
+        if isinstance(dialect, OpenAIResponses):  # WebSocket mode, on the same paths
+            routes.append(WebSocketRoute(path, SocketEndpoint(handler, store).serve))
+    embedders: dict[int, EmbeddingsEndpoint] = {}
+    for path, embedder in made.embeddings:
+        endpoint = embedders.get(id(embedder)) or embedders.setdefault(
+            id(embedder), EmbeddingsEndpoint(embedder, models, settings, tag))
+        routes.append(Route(path, endpoint.handle, methods=["POST"]))
+    for path, counter in made.counting:
+        routes.append(Route(path, TokenCounts(counter, models, settings, tag).count,
+                            methods=["POST"]))
+    answerers: dict[int, AnsweringEndpoint] = {}
+    for path, answerer in made.answering:
+        answering = answerers.get(id(answerer)) or answerers.setdefault(
+            id(answerer), AnsweringEndpoint(answerer, models, settings, tag))
+        routes.append(Route(path, answering.handle, methods=["POST"]))
+    for listed in made.models:
+        every = ModelList(listed.listing, models, settings, tag, one=False)
+        one = ModelList(listed.listing, models, settings, tag, one=True)
+        routes += [Route(listed.list_path, every.answer, methods=["GET"]),
+                   Route(listed.model_path, one.answer, methods=["GET"])]
     return routes
 
 

@@ -1,4 +1,4 @@
-"""The key behind sealed `encrypted_content` (`dialects/openai/responses/sealed.py`),
+"""The key behind sealed `encrypted_content` (`dialects/shared/sealed.py`),
 kept in the data directory so items sealed before a restart still read back."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from parlance.dialects.openai.responses.sealed import KEY_BYTES, Sealer
+from parlance.dialects.shared.sealed import KEY_BYTES, Sealer
 
 KEY_FILE = "sealing.key"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from parlance.dialects.anthropic import AnthropicMessages
+from parlance.dialects.base import Incoming
 
 CAPTURED = [  # as Claude Code 2.1.197 sent them within one session
     "x-anthropic-billing-header: cc_version=2.1.197.123; cc_entrypoint=sdk-cli;",
@@ -20,7 +21,7 @@ IDENTITY = "You are Claude Code, Anthropic's official CLI for Claude."
 def system_prompt(system) -> str:
     body = {"model": "m", "max_tokens": 8, "system": system,
             "messages": [{"role": "user", "content": "hi"}]}
-    messages = AnthropicMessages().parse(body).request.prompts[0].messages
+    messages = AnthropicMessages().parse(Incoming(body)).request.prompts[0].messages
     return messages[0].content if messages[0].role == "system" else ""
 
 

@@ -28,7 +28,7 @@ from parlance.core.events import (
 )
 from parlance.core.tools import ToolProvider, ToolSpec
 from parlance.dialects.anthropic import AnthropicMessages
-from parlance.dialects.base import CallFacts
+from parlance.dialects.base import CallFacts, Incoming
 from parlance.engines.base import PromptInfo
 from tests.support.anthropic_contract import stream_events
 from tests.support.encoding import body, encoded
@@ -43,7 +43,7 @@ CALL = [ToolCallStart("call_test", "get_weather"), ToolCallArgs('{"city": '),
 
 def sse(events, failure=None, **fields: Any) -> str:
     dialect = AnthropicMessages()
-    call = dialect.parse({**HELLO, **fields})
+    call = dialect.parse(Incoming({**HELLO, **fields}))
     return body(encoded(dialect.encoder(call, SERVED), events, failure), dialect.framing)
 
 

@@ -27,7 +27,7 @@ from parlance.core.events import (
     Usage,
 )
 from parlance.core.tools import ToolProvider
-from parlance.dialects.base import CallFacts
+from parlance.dialects.base import CallFacts, Incoming
 from parlance.dialects.lmstudio import LMStudioChat
 from tests.support.encoding import body, encoded
 from tests.support.lmstudio_contract import check_result, checked_events
@@ -43,7 +43,7 @@ HUB = ToolProvider("ephemeral_mcp", "huggingface")
 
 def sse(events, failure=None, **fields: Any) -> str:
     dialect = LMStudioChat()
-    call = dialect.parse({**HELLO, **fields})
+    call = dialect.parse(Incoming({**HELLO, **fields}))
     return body(encoded(dialect.encoder(call, SERVED), events, failure), dialect.framing)
 
 

@@ -23,7 +23,7 @@ from parlance.core.events import (
     ToolCallStart,
     Usage,
 )
-from parlance.dialects.base import CallFacts
+from parlance.dialects.base import CallFacts, Incoming
 from parlance.dialects.ollama import OllamaChat, OllamaGenerate
 from parlance.engines.base import PromptInfo
 from tests.support.encoding import body, encoded
@@ -43,7 +43,7 @@ CALL = [ToolCallStart("call_test", "get_weather"), ToolCallArgs('{"city": '),
 
 def ndjson(events, failure=None, *, generate: bool = False, **fields: Any) -> str:
     dialect = OllamaGenerate() if generate else OllamaChat()
-    call = dialect.parse({**(ASK if generate else HELLO), **fields})
+    call = dialect.parse(Incoming({**(ASK if generate else HELLO), **fields}))
     return body(encoded(dialect.encoder(call, SERVED), events, failure), dialect.framing)
 
 
@@ -93,7 +93,7 @@ def test_a_tool_call_comes_whole_once_its_arguments_are_complete():
     second = [ToolCallStart("call_2", "get_weather", call_index=1),
               ToolCallArgs('{"city": "Rome"}', call_index=1), ToolCallEnd(call_index=1)]
     dialect = OllamaChat()
-    encoder = dialect.encoder(dialect.parse(HELLO), SERVED)
+    encoder = dialect.encoder(dialect.parse(Incoming(HELLO)), SERVED)
     assert [encoder.feed(event) for event in CALL[:-1]] == [[], [], []]  # nothing yet
     [line] = encoder.feed(CALL[-1])
     assert line.data["message"]["tool_calls"] == [
@@ -123,7 +123,7 @@ def test_generate_lines_carry_response_and_the_context_last():
     assert out[-1]["context"] == [0, 1, 2, 3, 4, 5, 6, 41, 42]  # the prompt's, the answer's
     raw = {"model": "fake-model", "prompt": "Once upon a time", "raw": True}
     dialect = OllamaGenerate()
-    frames = encoded(dialect.encoder(dialect.parse(raw), SERVED),
+    frames = encoded(dialect.encoder(dialect.parse(Incoming(raw)), SERVED),
                      [TextDelta("x"), Finish(FinishReason.STOP), Usage(9, 1)])
     assert "context" not in frames[-1].data  # a raw prompt returns none
 

@@ -24,7 +24,7 @@ from parlance.core.events import (
     TopLogprob,
     Usage,
 )
-from parlance.dialects.base import DONE, CallFacts
+from parlance.dialects.base import DONE, CallFacts, Incoming
 from parlance.dialects.openai.chat import OpenAIChat
 from parlance.dialects.openai.completions import OpenAICompletions
 from parlance.engines.base import PromptInfo
@@ -38,7 +38,8 @@ SERVED = CallFacts("fake-model", prompts=())
 
 def chat(events, failure=None, **fields: Any) -> list[Any]:
     dialect = OpenAIChat()
-    frames = encoded(dialect.encoder(dialect.parse({**HELLO, **fields}), SERVED), events, failure)
+    call = dialect.parse(Incoming({**HELLO, **fields}))
+    frames = encoded(dialect.encoder(call, SERVED), events, failure)
     return payloads(frames)
 
 
@@ -52,7 +53,7 @@ def deltas(chunks: list[Any], index: int = 0) -> list[dict[str, Any]]:
 
 def test_text_with_usage_is_the_golden_transcript(fixed_ids):
     dialect = OpenAIChat()
-    call = dialect.parse({**HELLO, "stream_options": {"include_usage": True}})
+    call = dialect.parse(Incoming({**HELLO, "stream_options": {"include_usage": True}}))
     frames = encoded(dialect.encoder(call, SERVED), [
         TextDelta("Hi"), TextDelta(" there"), Finish(FinishReason.STOP), Usage(6, 2, 0.05, 0.1)])
     assert_transcript("chat_stream_usage.sse", body(frames, dialect.framing))
@@ -60,7 +61,7 @@ def test_text_with_usage_is_the_golden_transcript(fixed_ids):
 
 def test_a_failure_is_an_error_frame_then_done_as_in_the_golden_transcript(fixed_ids):
     dialect = OpenAIChat()
-    frames = encoded(dialect.encoder(dialect.parse(HELLO), SERVED), [TextDelta("Hi")],
+    frames = encoded(dialect.encoder(dialect.parse(Incoming(HELLO)), SERVED), [TextDelta("Hi")],
                      EngineFailure("llama_decode failed"))
     assert_transcript("chat_stream_engine_failure.sse", body(frames, dialect.framing))
 
@@ -68,7 +69,7 @@ def test_a_failure_is_an_error_frame_then_done_as_in_the_golden_transcript(fixed
 def test_logprobs_are_the_golden_transcript(fixed_ids):
     dialect = OpenAIChat()
     top = (TopLogprob("Hi", -0.1, (72, 105)), TopLogprob("Yo", -2.5, (89, 111)))
-    call = dialect.parse({**HELLO, "logprobs": True, "top_logprobs": 2, "max_tokens": 1})
+    call = dialect.parse(Incoming({**HELLO, "logprobs": True, "top_logprobs": 2, "max_tokens": 1}))
     frames = encoded(dialect.encoder(call, SERVED), [
         TextDelta("Hi", logprobs=(TokenLogprob("Hi", -0.1, (72, 105), top),)),
         Finish(FinishReason.LENGTH), Usage(6, 1)])
@@ -164,15 +165,16 @@ PROMPT = "Once upon a time"
 
 def completions(events, failure=None, **fields: Any) -> list[Any]:
     dialect = OpenAICompletions()
-    call = dialect.parse({"model": "fake-model", "prompt": PROMPT, "stream": True, **fields})
+    call = dialect.parse(Incoming({"model": "fake-model", "prompt": PROMPT, "stream": True,
+                                   **fields}))
     served = CallFacts("fake-model", prompts=(PromptInfo(PROMPT, 4),))
     return payloads(encoded(dialect.encoder(call, served), events, failure))
 
 
 def test_completions_with_usage_is_the_golden_transcript(fixed_ids):
     dialect = OpenAICompletions()
-    call = dialect.parse({"prompt": PROMPT, "max_tokens": 2, "stream": True,
-                          "stream_options": {"include_usage": True}})
+    call = dialect.parse(Incoming({"prompt": PROMPT, "max_tokens": 2, "stream": True,
+                          "stream_options": {"include_usage": True}}))
     served = CallFacts("fake-model", prompts=(PromptInfo(PROMPT, 4),))
     frames = encoded(dialect.encoder(call, served), [
         TextDelta(" Once"), TextDelta(" upon"), Finish(FinishReason.LENGTH), Usage(4, 2)])

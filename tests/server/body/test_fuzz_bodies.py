@@ -32,6 +32,11 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from parlance.dialects.anthropic.request import MessagesRequest
+from parlance.dialects.api import Services
+from parlance.dialects.apis import APIS
+from parlance.dialects.gemini.embed import BatchEmbedRequest, EmbedContentRequest
+from parlance.dialects.gemini.request import CountTokensRequest, GenerateContentRequest
+from parlance.dialects.llamaserver.tokens import DetokenizeBody, TokenizeBody
 from parlance.dialects.lmstudio.models import DownloadRequest, LoadRequest, UnloadRequest
 from parlance.dialects.lmstudio.request import ChatRequest as LMStudioChatRequest
 from parlance.dialects.ollama.embed import EmbedBody as OllamaEmbedBody
@@ -46,13 +51,18 @@ from parlance.dialects.ollama.request import ChatRequest as OllamaChatRequest
 from parlance.dialects.ollama.request import GenerateRequest as OllamaGenerateRequest
 from parlance.dialects.openai.chat import ChatRequest
 from parlance.dialects.openai.completions import CompletionRequest
+from parlance.dialects.openai.decisions import DecisionsBody
 from parlance.dialects.openai.embeddings import EmbeddingsBody
+from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.dialects.openai.responses.request import ResponsesRequest
+from parlance.dialects.shared.sealed import Sealer
+from parlance.dialects.systemone import SystemOneBody
 from parlance.engines.fake import FakeEngine
 from parlance.models.gguf import GgufHeader, read_gguf_header
 from tests.support.anthropic_contract import stream_events
 from tests.support.envelopes import checked_error
 from tests.support.fake_app import make_app
+from tests.support.gemini_contract import stream_chunks
 from tests.support.lmstudio_contract import checked_events
 from tests.support.ollama_contract import check_stream
 from tests.support.sse import sse_data
@@ -171,6 +181,58 @@ OLLAMA_EMBED_BODIES = (
     {"model": "fake-model:latest", "input": ""},
 )
 
+GEMINI_CONTENTS = [{"role": "user", "parts": [{"text": "Hi"}]}]
+GEMINI_BODIES = (
+    {"contents": GEMINI_CONTENTS, "generationConfig": {"maxOutputTokens": 4}},
+    {"contents": [*GEMINI_CONTENTS,
+                  {"role": "model", "parts": [
+                      {"text": "Hmm", "thought": True},
+                      {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}},
+                       "thoughtSignature": "skip_thought_signature_validator"}]},
+                  {"role": "user", "parts": [{"functionResponse": {
+                      "name": "get_weather", "response": {"output": "Sunny"}}}]}],
+     "systemInstruction": {"parts": [{"text": "Be brief."}]},
+     "tools": [{"functionDeclarations": [{"name": "get_weather", "parameters": {
+         "type": "OBJECT", "properties": {"city": {"type": "STRING"}},
+         "required": ["city"]}}]}],
+     "toolConfig": {"functionCallingConfig": {"mode": "ANY",
+                                              "allowedFunctionNames": ["get_weather"]}},
+     "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "OFF"}],
+     "generationConfig": {"temperature": 0.5, "topK": 40.0, "candidateCount": 2,
+                          "stopSequences": ["x"], "responseLogprobs": True, "logprobs": 2,
+                          "thinkingConfig": {"includeThoughts": True,
+                                             "thinkingBudget": 64}}},
+    {"contents": GEMINI_CONTENTS,
+     "generationConfig": {"responseMimeType": "application/json",
+                          "responseJsonSchema": SCHEMA}},
+)
+GEMINI_EMBED = {"content": {"parts": [{"text": "Hi"}]}, "outputDimensionality": 4,
+                "taskType": "RETRIEVAL_QUERY"}
+GEMINI = "/v1beta/models/fake-model"
+
+DECISIONS_BODIES = (
+    {"model": "fake-model", "input": "I was charged twice.",
+     "questions": [{"type": "predicate", "instructions": "Charged twice?", "name": "twice"},
+                   {"type": "choice", "instructions": "Team?",
+                    "choices": [{"value": "billing"}, {"value": True, "description": "d"}]},
+                   {"type": "score", "instructions": "Urgency?",
+                    "levels": [{"label": "low"}, {"label": "high", "description": "d"}]}]},
+    {"model": "fake-model", "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "Hi"}]}],
+     "questions": [{"type": "predicate", "instructions": "Greeting?"}]},
+)
+SYSTEMONE_BODIES = (
+    {"state": "I was charged twice.", "questions": {
+        "route": {"type": "choice", "instructions": "Team?",
+                  "criteria": {"billing": None, "shipping": "parcels"}},
+        "angry": {"type": "noul", "instructions": "Angry?",
+                  "criteria": {"true": "yes", "false": "no"}},
+        "urgency": {"type": "score", "instructions": {"ask": "Urgency?"},
+                    "criteria": ["low", "high"]}}},
+    {"model": "jev-latest", "state": {"ticket": [1, 2]},
+     "questions": {"q": {"type": "noul", "instructions": "Angry?"}}},
+)
+
 ROUTES = (
     PostRoute("/v1/chat/completions", ChatRequest, CHAT_BODIES),
     PostRoute("/v1/completions", CompletionRequest, COMPLETION_BODIES),
@@ -204,6 +266,30 @@ ROUTES = (
     PostRoute("/chat/completions", ChatRequest, CHAT_BODIES, examples=40),
     PostRoute("/completions", CompletionRequest, COMPLETION_BODIES, examples=40),
     PostRoute("/responses", ResponsesRequest, RESPONSES_BODIES, examples=40),
+    PostRoute("/v1/responses/compact", ResponsesCompaction.body_model, (
+        {"model": "fake-model", "input": [{"role": "user", "content": "Hi"}]},), examples=40),
+    PostRoute(f"{GEMINI}:generateContent", GenerateContentRequest, GEMINI_BODIES),
+    PostRoute(f"{GEMINI}:streamGenerateContent?alt=sse", GenerateContentRequest,
+              GEMINI_BODIES),
+    PostRoute(f"{GEMINI}:streamGenerateContent", GenerateContentRequest, GEMINI_BODIES,
+              examples=60),
+    PostRoute(f"{GEMINI}:countTokens", CountTokensRequest, (
+        {"contents": GEMINI_CONTENTS},
+        {"generateContentRequest": {"model": "models/fake-model", **GEMINI_BODIES[1]}}),
+        examples=60),
+    PostRoute(f"{GEMINI}:embedContent", EmbedContentRequest, (GEMINI_EMBED,), examples=60),
+    PostRoute(f"{GEMINI}:batchEmbedContents", BatchEmbedRequest, (
+        {"requests": [{**GEMINI_EMBED, "model": "models/fake-model"}, GEMINI_EMBED]},),
+        examples=60),
+    PostRoute("/v1/models/fake-model:generateContent", GenerateContentRequest,
+              GEMINI_BODIES[:1], examples=40),
+    PostRoute("/v1/decisions", DecisionsBody, DECISIONS_BODIES, examples=60),
+    PostRoute("/v1/systemone", SystemOneBody, SYSTEMONE_BODIES, examples=60),
+    PostRoute("/tokenize", TokenizeBody, ({"content": "a b", "with_pieces": True},
+                                          {"content": ["a", 0], "add_special": True}),
+              examples=40),
+    PostRoute("/detokenize", DetokenizeBody, ({"tokens": [0]},), examples=40),
+    PostRoute("/apply-template", ChatRequest, CHAT_BODIES[:1], examples=40),
 )
 
 # -- bodies ---------------------------------------------------------------------------
@@ -321,6 +407,8 @@ async def exchange(path: str, body: bytes, method: str = "POST") -> None:
             check_pull(response.text)
         elif response.headers["content-type"] == "application/x-ndjson":
             check_stream(response.text, generate=path == "/api/generate")
+        elif ":streamGenerateContent" in path:
+            stream_chunks(response.text, sse=path.endswith("?alt=sse"))
         elif response.headers["content-type"].startswith("text/event-stream"):
             if path.startswith("/api/"):
                 checked_events(response.text)
@@ -467,3 +555,17 @@ def test_hostile_gguf_headers_are_read_or_refused_never_anything_else() -> None:
                 assert isinstance(header, GgufHeader)
 
     check()
+
+
+def test_every_registered_dialect_is_fuzzed() -> None:
+    """Each dialect of each registered API (`dialects.apis.APIS`) at one of its paths at
+    least, so a new API's routes cannot be left out of the corpus."""
+    fuzzed = {route.path.partition("?")[0] for route in ROUTES}
+    for entry in APIS:
+        made = entry.routes(Services(Sealer.ephemeral()))
+        speakers: dict[type, set[str]] = {}
+        for path, speaker in (*made.generation, *made.embeddings, *made.counting,
+                              *made.answering):
+            speakers.setdefault(type(speaker), set()).add(path.replace("{model}", "fake-model"))
+        for kind, paths in speakers.items():
+            assert paths & fuzzed, f"fuzz one of {sorted(paths)} ({entry.name} {kind.__name__})"

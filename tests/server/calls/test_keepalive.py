@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from parlance.dialects.base import CallFacts, Frame
+from parlance.dialects.base import CallFacts, Frame, Incoming
 from parlance.dialects.ollama.stream import OllamaEncoder
 from parlance.dialects.openai.chat import ChatEncoder, OpenAIChat
 from parlance.server.calls.keepalive import Keepalive, progress_of
@@ -16,8 +16,8 @@ PATIENCE = 60.0  # a generous bound for every wait; nothing is timed against it
 
 def chat_encoder() -> ChatEncoder:
     dialect = OpenAIChat()
-    call = dialect.parse({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
-                          "stream": True})
+    call = dialect.parse(Incoming({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+                          "stream": True}))
     return dialect.encoder(call, CallFacts("m", ()))
 
 

@@ -11,11 +11,11 @@ from jsonschema.validators import validator_for
 from schemathesis.specs.openapi.definitions import OPENAPI_31  # the OAS 3.1 meta-schema
 from starlette.routing import Route
 
-from parlance.dialects.base import Dialect
+from parlance.dialects.base import Dialect, StreamsByRoute
 from parlance.engines.fake import FakeEngine
 from parlance.server.generation.handler import GenerationHandler
 from parlance.server.openapi.document import openapi_path
-from parlance.server.openapi.route_docs import EXAMPLES, describe
+from parlance.server.openapi.route_docs import describe, examples
 from parlance.server.routes import error_renderer
 from tests.support.error_kinds import ALL_KINDS, instance
 from tests.support.fake_app import make_app
@@ -63,6 +63,8 @@ def test_a_generation_body_is_the_model_its_dialect_parses_with(app, document):
         answers = {"application/json"}
         if "stream" in dialect.body_model.model_fields:  # a body that may ask for a stream
             answers.add(streamed[dialect.framing])
+        if isinstance(dialect, StreamsByRoute) and dialect.streaming:  # SSE or a JSON array
+            answers.add("text/event-stream")
         assert set(op["responses"]["200"]["content"]) == answers
     compaction = document["paths"]["/v1/responses/compact"]["post"]["responses"]["200"]
     assert set(compaction["content"]) == {"application/json"}
@@ -74,8 +76,9 @@ def test_every_body_has_an_example_its_own_model_accepts(document):
             if "requestBody" not in op:
                 continue
             body = op["requestBody"]["content"]["application/json"]
-            assert "example" in body, f"add an example for {path} to route_docs.EXAMPLES"
-    for model, example in EXAMPLES.items():
+            assert "example" in body, (
+                f"add an example for {path} to its API's examples (dialects/<api>/api.py)")
+    for model, example in examples().items():
         model.model_validate(example)
 
 
@@ -114,15 +117,18 @@ async def test_no_key_asked_when_the_server_has_none(document):
     assert "securitySchemes" not in document["components"]
 
 
-async def test_with_keys_a_bearer_or_x_api_key_is_asked_but_not_for_probes_and_docs():
+async def test_with_keys_a_key_is_asked_in_any_of_its_places_but_not_for_probes_and_docs():
     app = make_app(FakeEngine(), api_keys=("sk-test",))
     answer = await fetch(app, "/openapi.json")  # without the key
     assert answer.status_code == 200
     document = answer.json()
     schemes = document["components"]["securitySchemes"]
     assert schemes["bearer"] == {"type": "http", "scheme": "bearer"}
-    assert schemes["apiKey"] == {"type": "apiKey", "in": "header", "name": "x-api-key"}
-    assert document["security"] == [{"bearer": []}, {"apiKey": []}]
+    assert schemes["x-api-key"] == {"type": "apiKey", "in": "header", "name": "x-api-key"}
+    assert schemes["x-goog-api-key"] == {"type": "apiKey", "in": "header",
+                                         "name": "x-goog-api-key"}
+    assert schemes["key_query"] == {"type": "apiKey", "in": "query", "name": "key"}
+    assert document["security"] == [{name: []} for name in schemes]
     public = {path for path, ops in document["paths"].items()
               if ops.get("get", {}).get("security") == []}
     assert public == {"/", "/health", "/openapi.json", "/docs", "/docs/{asset}",
@@ -142,15 +148,21 @@ def test_operations_are_grouped_by_the_api_they_belong_to(document):
     tags = {f"{method.upper()} {path}": op["tags"] for path, ops in document["paths"].items()
             for method, op in ops.items()}
     assert set().union(*map(set, tags.values())) == {
-        "OpenAI", "Anthropic", "Ollama", "LM Studio", "Server"}
+        "OpenAI", "Anthropic", "Ollama", "LM Studio", "Gemini", "System One", "llama-server",
+        "Server"}
+    assert tags["POST /v1/systemone"] == ["System One"]
+    assert tags["POST /v1/decisions"] == ["OpenAI"]
+    assert tags["POST /tokenize"] == tags["POST /apply-template"] == ["llama-server"]
     assert tags["POST /v1/chat/completions"] == tags["GET /v1/responses/{response_id}"] == [
         "OpenAI"]
     assert tags["POST /api/chat"] == tags["POST /api/embed"] == tags["GET /api/tags"] == [
         "Ollama"]
     assert tags["POST /api/v1/chat"] == tags["GET /api/v1/models"] == ["LM Studio"]
-    assert tags["POST /api/v0/embeddings"] == ["OpenAI"]  # OpenAI's shape at LM Studio's path
+    assert tags["POST /api/v0/embeddings"] == ["LM Studio"]  # OpenAI's shape, LM Studio's API
     assert tags["POST /v1/messages"] == tags["POST /v1/messages/count_tokens"] == [
         "Anthropic"]
+    assert tags["POST /v1beta/models/{model}:streamGenerateContent"] == tags[
+        "GET /v1beta/models"] == tags["POST /v1/models/{model}:countTokens"] == ["Gemini"]
 
 
 def test_the_parlance_headers_and_the_loads_stream_are_documented(app, document):

@@ -16,7 +16,7 @@ from parlance.core.accumulate import Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.messages import Message
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing, Incoming
 from parlance.dialects.lmstudio import errors
 from parlance.dialects.lmstudio.request import (
     ChatRequest,
@@ -51,8 +51,8 @@ class LMStudioChat:
     stored_kind = "chat"
     reports_model_load = True
 
-    def parse(self, body: Any) -> ChatCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> ChatCall:
+        req = parse_body(self.body_model, incoming.body)
         if req.previous_response_id is not None and not req.previous_response_id.startswith(
                 "resp_"):
             raise InvalidRequest("previous_response_id must start with 'resp_'.",

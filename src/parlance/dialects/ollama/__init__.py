@@ -26,7 +26,7 @@ from parlance.core.request import (
     TextInput,
 )
 from parlance.core.tools import ToolChoice
-from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Framing, Incoming
 from parlance.dialects.ollama import errors, request, result
 from parlance.dialects.ollama.request import ChatRequest, CommonRequest, GenerateRequest
 from parlance.dialects.ollama.stream import OllamaEncoder
@@ -114,12 +114,13 @@ def _context(call: OllamaCall, served: CallFacts, completion: Completion) -> lis
 
 
 class OllamaChat(_Ollama):
-    """`POST /api/chat`."""
+    """Ollama's chat (`POST /api/chat`): messages in, NDJSON lines out unless `stream`
+    is false."""
 
     body_model = ChatRequest
 
-    def parse(self, body: Any) -> OllamaCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> OllamaCall:
+        req = parse_body(self.body_model, incoming.body)
         specs = request.tools(req.tools)
         thread = request.messages(req.messages or [])
         generation = _common(req, ChatInput(thread), tools=specs,
@@ -144,8 +145,8 @@ class OllamaGenerate(_Ollama):
     generate = True
     body_model = GenerateRequest
 
-    def parse(self, body: Any) -> OllamaCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> OllamaCall:
+        req = parse_body(self.body_model, incoming.body)
         request.no_images(req.images, "images")
         if req.raw and (req.template or req.system or req.context):
             raise InvalidRequest("raw mode does not support template, system, or context",

@@ -28,7 +28,7 @@ from parlance.core.embeddings import (
     shortened,
 )
 from parlance.core.errors import ContextOverflow, ParlanceError
-from parlance.dialects.base import ErrorResponse
+from parlance.dialects.base import ErrorResponse, Incoming
 from parlance.dialects.embedding_base import EmbedCall, EmbedCallFacts
 from parlance.dialects.ollama import errors
 from parlance.dialects.ollama.request import Options, keep_alive_seconds
@@ -80,12 +80,12 @@ class _Errors:
 
 
 class OllamaEmbed(_Errors):
-    """`POST /api/embed`."""
+    """Ollama's embeddings (`POST /api/embed`): a string or a list in, `embeddings` out."""
 
     body_model = EmbedBody
 
-    def parse(self, body: Any) -> OllamaEmbedCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> OllamaEmbedCall:
+        req = parse_body(self.body_model, incoming.body)
         if isinstance(req.input, str):
             texts = [req.input] if req.input else []  # an empty string: a load
         else:
@@ -121,8 +121,8 @@ class OllamaEmbeddings(_Errors):
 
     body_model = EmbeddingsBody
 
-    def parse(self, body: Any) -> EmbedCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> EmbedCall:
+        req = parse_body(self.body_model, incoming.body)
         request = EmbeddingRequest(
             model=req.model,
             inputs=(EmbeddingInput(text=req.prompt),) if req.prompt else (),

@@ -29,7 +29,7 @@ from parlance.core.events import (
 from parlance.core.messages import Message, ToolCall, unanswered_result
 from parlance.core.request import ChatInput, GenerationRequest
 from parlance.core.tools import ReasoningRequest
-from parlance.dialects.base import Call, CallFacts, ErrorResponse, Frame, Framing
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Frame, Framing, Incoming
 from parlance.dialects.openai import tools as openai_tools
 from parlance.dialects.openai.common import (
     ChunkEncoder,
@@ -260,8 +260,8 @@ class OpenAIChat:
     framing: Framing = "sse"
     body_model = ChatRequest
 
-    def parse(self, body: Any) -> ChatCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> ChatCall:
+        req = parse_body(self.body_model, incoming.body)
         tools = neutral_tools.tool_specs([t.function for t in req.tools or ()],
                                         "tools[{i}].function")
         request = GenerationRequest(

@@ -19,7 +19,7 @@ from parlance.core.accumulate import ChoiceResult, Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.events import Finish, TextDelta, TokenLogprob
 from parlance.core.request import GenerationRequest, TextInput
-from parlance.dialects.base import Call, CallFacts, ErrorResponse, Frame, Framing
+from parlance.dialects.base import Call, CallFacts, ErrorResponse, Frame, Framing, Incoming
 from parlance.dialects.openai.common import (
     ChunkEncoder,
     SamplingFields,
@@ -121,8 +121,8 @@ class OpenAICompletions:
     framing: Framing = "sse"
     body_model = CompletionRequest
 
-    def parse(self, body: Any) -> CompletionCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> CompletionCall:
+        req = parse_body(self.body_model, incoming.body)
         if req.best_of is not None and req.best_of > 1:
             raise InvalidRequest("best_of > 1 is not supported.", param="best_of",
                                  code="unsupported_value")

@@ -23,7 +23,7 @@ from pydantic import Field
 
 from parlance.core.embeddings import EmbeddingInput, EmbeddingRequest, Embeddings, Normalize
 from parlance.core.errors import ContextOverflow, InvalidRequest, ParlanceError
-from parlance.dialects.base import ErrorResponse
+from parlance.dialects.base import ErrorResponse, Incoming
 from parlance.dialects.embedding_base import EmbedCall, EmbedCallFacts
 from parlance.dialects.openai import errors
 from parlance.dialects.shared.wire import WireModel, parse_body
@@ -76,8 +76,8 @@ class OpenAIEmbeddings:
                  = errors.render_error) -> None:
         self._render_error = render_error
 
-    def parse(self, body: Any) -> OpenAIEmbedCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> OpenAIEmbedCall:
+        req = parse_body(self.body_model, incoming.body)
         request = EmbeddingRequest(model=req.model, inputs=inputs(req.input), truncate=False,
                                    normalize=Normalize.UNIT, dimensions=req.dimensions)
         return OpenAIEmbedCall(request, base64=req.encoding_format == "base64")

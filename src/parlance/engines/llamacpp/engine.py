@@ -13,14 +13,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import llama_cpp
 import llguidance
 
 from parlance.core.embeddings import EmbeddingRequest, Embeddings
-from parlance.core.errors import InvalidRequest
-from parlance.core.request import (
-    GenerationRequest,
-    SamplingParams,
+from parlance.core.errors import (
+    ContextOverflow,
+    EngineFailure,
+    InvalidRequest,
+    NotImplementedHere,
 )
+from parlance.core.events import Failed, Usage
+from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
+from parlance.core.rerank import Reranked, RerankRequest
+from parlance.core.scoring import PromptScores, ScoreRequest, Scores
+from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.llamacpp.draft_model import DraftModel
 from parlance.engines.llamacpp.drafting import NgramDrafter
 from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob, embedding_tokens
@@ -32,14 +39,17 @@ from parlance.engines.llamacpp.model import (
     LlamaModel,
     ProgressCallback,
 )
+from parlance.engines.llamacpp.plan import render_chat
 from parlance.engines.llamacpp.prepare import Preparation
 from parlance.engines.llamacpp.prompt_cache import NO_PROMPT_CACHE, CacheSettings
 from parlance.engines.llamacpp.rpc import RpcServers
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scheduler import Scheduler
+from parlance.engines.llamacpp.scoring import ScoreSpec
 from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
+from parlance.engines.reranking import by_cosine, by_yes_no
 
 DEFAULT_MAX_WAITING = 64
 T = TypeVar("T")
@@ -164,6 +174,102 @@ class LlamaCppEngine:
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return await self._off_loop(self.preparation.count, request.prompts[0], request)
+
+    async def rerank(self, request: RerankRequest) -> Reranked:
+        """An embedding model (its header names a pooling type) by cosine, any other
+        model by its "yes". A reranker (rank pooling) is refused: its classifier head is
+        not wired to the embedding context yet."""
+        arch = self.model.meta("general.architecture") or ""
+        pooling = self.model.meta(f"{arch}.pooling_type")
+        if pooling is not None and pooling == str(llama_cpp.LLAMA_POOLING_TYPE_RANK):
+            raise NotImplementedHere("This model is a reranker (rank pooling), whose scores "
+                                     "this server does not read yet; rerank with an "
+                                     "embedding or an instruct model.", param="model")
+        if pooling is not None:
+            return await by_cosine(self, request)
+        return await by_yes_no(self, request)
+
+    async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
+        return await self._off_loop(self._tokenize, request)
+
+    async def detokenize(self, request: DetokenizeRequest) -> str:
+        self.preparation.check_ids(request.tokens, "tokens")
+        raw = b"".join(self.model.piece(t, special=True) for t in request.tokens)
+        return raw.decode("utf-8", errors="replace")
+
+    async def render_prompt(self, request: GenerationRequest) -> str:
+        prompt = request.prompts[0]
+        if isinstance(prompt, ChatInput):
+            return await self._off_loop(render_chat, self.template, request, prompt.messages)
+        return prompt.text or ""
+
+    def _tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
+        """Texts tokenized (the special tokens added before the first text only, as
+        llama-server does), ids kept. Runs on a worker thread."""
+        model, ids = self.model, []
+        first = True
+        for item in request.content:
+            if isinstance(item, int):
+                self.preparation.check_ids((item,), "content")
+                ids.append(item)
+                continue
+            ids += model.tokenize(item, add_special=request.add_special and first,
+                                  parse_special=request.parse_special)
+            first = False
+        return tuple(Token(t, model.piece(t, special=True)) for t in ids)
+
+    async def score(self, request: ScoreRequest) -> Scores:
+        """Each prompt evaluated once, its continuations scored by teacher forcing in the
+        step loop beside other requests (scoring.py). Prompts go one after another, so
+        each finds the previous one's cells (a shared context) cached in the slots."""
+        prepared = await self._off_loop(self._score_tokens, request)
+        results = []
+        for tokens, continuations in prepared:
+            results.append(await self._score_prompt(tokens, continuations))
+        return Scores(tuple(results))
+
+    async def _score_prompt(self, tokens: list[int],
+                            continuations: list[list[int]]) -> PromptScores:
+        scheduler = self.scheduler
+        spec = ScoreSpec(continuations)
+        job = Job(stop=(), logprobs=None, echo=False, outbox=scheduler.outbox,
+                  on_cancel=scheduler.wake)
+        job.groups = [GroupSpec(job, tokens, 0, tuple(range(min(spec.sequences, self.slots))),
+                                [], score=spec)]
+        scheduler.submit(job)
+        usage: Usage | None = None
+        try:
+            async for event in LlamaGeneration(job, ()):
+                if isinstance(event, Failed):
+                    raise event.error
+                if isinstance(event, Usage):
+                    usage = event
+        finally:
+            job.cancel()  # (a no-op once it ended; frees its slots when the caller left)
+        if usage is None or len(spec.logprobs) != len(continuations) or not spec.done:
+            raise EngineFailure("The engine ended a scoring request without its scores.")
+        return PromptScores(tuple(spec.logprobs), usage.prompt_tokens, usage.cached_tokens)
+
+    def _score_tokens(self, request: ScoreRequest) -> list[tuple[list[int], list[list[int]]]]:
+        """Each prompt's tokens (as a generation renders it) and its continuations'
+        tokens, refused when a prompt with its longest continuation overflows the
+        context. Runs on a worker thread."""
+        generation, out = request.generation, []
+        for prompt, texts in zip(generation.prompts, request.continuations, strict=True):
+            tokens = self.preparation.tokens(prompt, self.preparation.chat_text(prompt, generation),
+                                             generation)
+            continuations = [self.model.tokenize(t, add_special=False, parse_special=False)
+                             for t in texts]
+            if not all(continuations):
+                raise InvalidRequest("A label to score is empty.", param=request.param)
+            longest = max(map(len, continuations))
+            if len(tokens) + longest > self.context_length:
+                raise ContextOverflow(
+                    f"This model's maximum context length is {self.context_length} tokens, "
+                    f"but a prompt to score has {len(tokens)} tokens and its longest label "
+                    f"{longest}.", param=request.param, code="context_length_exceeded")
+            out.append((tokens, continuations))
+        return out
 
     async def embed(self, request: EmbeddingRequest) -> Embeddings:
         """Tokens prepared off the loop, then pooled by the embedding thread, batched

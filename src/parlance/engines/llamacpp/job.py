@@ -22,6 +22,7 @@ from parlance.engines.llamacpp.drafting import NgramDrafter
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.outbox import Outbox
 from parlance.engines.llamacpp.sampler import SamplerChain
+from parlance.engines.llamacpp.scoring import ScoreSpec
 
 _END = object()
 
@@ -37,6 +38,7 @@ class GroupSpec:
     samplers: list[SamplerChain]
     plan: GuidePlan | None = None  # how the output is parsed and constrained
     drafter: NgramDrafter | None = None  # the prompt's n-gram index when its choices draft
+    score: ScoreSpec | None = None  # continuations to score instead of choices to sample
 
     @property
     def n(self) -> int:

@@ -94,14 +94,14 @@ class Preparation:
             bos = model.special_text(model.bos)
             add_bos = model.add_bos and not (bos and text.startswith(bos))
             if prompt.prefix_ids:  # an earlier prompt and answer (Ollama's `context`)
-                self._check_ids(prompt.prefix_ids, "context")
+                self.check_ids(prompt.prefix_ids, "context")
                 add_bos = False
             tokens = [*prompt.prefix_ids,
                       *model.tokenize(text, add_special=add_bos, parse_special=True)]
         elif prompt.suffix is not None:
             tokens = self._fill_in_the_middle(prompt)
         elif prompt.token_ids is not None:
-            self._check_ids(prompt.token_ids, "prompt")
+            self.check_ids(prompt.token_ids, "prompt")
             tokens = list(prompt.token_ids)
         else:
             tokens = model.tokenize(prompt.text or "", add_special=True, parse_special=True)
@@ -124,14 +124,17 @@ class Preparation:
         return self.model.tokenize(marker, add_special=False, parse_special=True)
 
     def _literal(self, marker: str) -> str:
-        """A syntax marker in a grammar: by token id when it is one special token."""
+        """A syntax marker in a grammar: by token id when it is one special token, to
+        llama.cpp (a control token) or to llguidance, which takes a user-defined token
+        spelled `<...>` (Qwen's `<tool_call>`) for a special one no text can spell."""
         ids = self.model.tokenize(marker, add_special=False, parse_special=True)
-        if len(ids) == 1 and ids != self.model.tokenize(marker, add_special=False,
-                                                         parse_special=False):
+        if len(ids) == 1 and (self.tokenizer.is_special_token(ids[0])
+                              or ids != self.model.tokenize(marker, add_special=False,
+                                                            parse_special=False)):
             return f"<[{ids[0]}]>"
         return quoted(marker)
 
-    def _check_ids(self, ids: tuple[int, ...], param: str) -> None:
+    def check_ids(self, ids: tuple[int, ...], param: str) -> None:
         bad = [t for t in ids if not self.model.is_valid_token(t)]
         if bad:
             raise InvalidRequest(f"Token id {bad[0]} is outside the vocabulary "

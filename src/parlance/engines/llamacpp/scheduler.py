@@ -90,6 +90,7 @@ class RunningGroup:
     prompt_logprobs: bool
     records: list[PendingLogprob] = field(default_factory=list)
     sequences: list[Sequence] = field(default_factory=list)
+    scoring: bool = False  # its prompt is evaluated and its continuations are scored
 
     @property
     def job(self) -> Job:
@@ -97,7 +98,14 @@ class RunningGroup:
 
     @property
     def prefilling(self) -> bool:
-        return not self.sequences
+        return not self.sequences and not self.scoring
+
+    @property
+    def finished(self) -> bool:
+        if self.prefilling:
+            return False
+        score = self.spec.score
+        return not self.live() and (score is None or score.done)
 
     def live(self) -> list[Sequence]:
         return [s for s in self.sequences if not s.finished]
@@ -297,8 +305,13 @@ class Scheduler:
             for i, token in enumerate(draft, start=1):
                 batch.add(token, seq.n_past + i, seq.slot, output=True)
             rows.append((seq, row, draft))
+        scoring = [g for g in self._active if g.scoring]
+        for group in scoring:
+            claim = group.claim
+            group.spec.score.fill(batch, [claim.leader.id, *(f.id for f in claim.followers)],  # type: ignore[union-attr]
+                                  len(group.spec.tokens))
         chunks = []
-        budget = min(batch.room, PREFILL_WHILE_DECODING) if rows else batch.room
+        budget = min(batch.room, PREFILL_WHILE_DECODING) if batch.size else batch.room
         for group in self._active:
             if not group.prefilling or budget == 0:
                 continue
@@ -311,12 +324,17 @@ class Scheduler:
                 batch.add(tokens[pos], pos, group.claim.leader.id,
                           output=group.prompt_logprobs or pos == last)
         if not self._decode():
+            for group in scoring:
+                if group in self._active:
+                    group.spec.score.not_decoded()  # type: ignore[union-attr]
             return
         for seq, row, draft in rows:
             self._advance(seq, row, draft)
+        for group in scoring:
+            group.spec.score.read(self.model, len(group.spec.tokens))  # type: ignore[union-attr]
         for chunk in chunks:
             self._prefilled(chunk)
-        for group in [g for g in self._active if not g.prefilling and not g.live()]:
+        for group in [g for g in self._active if g.finished]:
             self._retire(group, keep_cache=True)
 
     def _decode(self) -> bool:
@@ -337,7 +355,7 @@ class Scheduler:
 
     def _shed_newest(self) -> None:
         group = self._active[-1]
-        if group.prefilling:
+        if group.prefilling or group.scoring:
             group.job.emit(Failed(ContextOverflow(
                 "The server's context cache is full; the request could not be evaluated.",
                 code="context_length_exceeded")))
@@ -401,7 +419,10 @@ class Scheduler:
             group.records += self._prompt_logprobs(group, chunk)
         group.job.emit(PromptProgress(end, len(spec.tokens), index=spec.indices[0]))
         if end == len(spec.tokens):
-            self._start_choices(group, chunk.row + chunk.count - 1)
+            if spec.score is not None:
+                self._start_scoring(group, chunk.row + chunk.count - 1)
+            else:
+                self._start_choices(group, chunk.row + chunk.count - 1)
 
     def _prompt_logprobs(self, group: RunningGroup, chunk: _Chunk) -> list[PendingLogprob]:
         model, tokens, job = self.model, group.spec.tokens, group.job
@@ -412,6 +433,15 @@ class Scheduler:
             records.append(logprob_record(model, row, tokens[chunk.start + i + 1],
                                           job.logprobs or 0))
         return records
+
+    def _start_scoring(self, group: RunningGroup, row: int) -> None:
+        """The prompt's last row scores every continuation's first token; the prompt's
+        cells go to the group's other slots for the continuations to force (scoring.py)."""
+        score, claim = group.spec.score, group.claim
+        score.first(log_softmax_row(self.model.logits(row)))  # type: ignore[union-attr]
+        if score.pending:  # type: ignore[union-attr]
+            self.slots.fork(claim.leader, claim.followers)
+        group.scoring = True
 
     def _start_choices(self, group: RunningGroup, row: int) -> None:
         spec, claim = group.spec, group.claim

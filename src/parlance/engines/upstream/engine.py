@@ -23,6 +23,9 @@ from parlance.core.errors import (
     UpstreamFailure,
 )
 from parlance.core.request import GenerationRequest
+from parlance.core.rerank import Reranked, RerankRequest
+from parlance.core.scoring import ScoreRequest, Scores
+from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.metrics import EngineMetrics
 from parlance.engines.upstream.affinity import prefix_keys
 from parlance.engines.upstream.chunks import ChoiceMapper, StreamError
@@ -84,6 +87,32 @@ class UpstreamEngine:
         max_tokens, and stops where its context ends; unless the server or the request
         is strict, when its refusal is passed on."""
         return not (self.strict_max_tokens or request.strict_max_tokens)
+
+    async def score(self, request: ScoreRequest) -> Scores:
+        """Scoring needs the log-probabilities of given continuations after a prompt,
+        which the OpenAI-compatible API of an upstream does not return."""
+        raise NotImplementedHere(
+            f"The model '{self.model}' is served by an upstream server, whose API does not "
+            "return the log-probabilities of given answers, so it cannot score labels "
+            "(decisions, rerank with an instruct model).", param="model")
+
+    async def rerank(self, request: RerankRequest) -> Reranked:
+        raise self._not_here("rerank (forward rerank requests to that server itself)")
+
+    async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
+        raise self._not_here("tokenize")
+
+    async def detokenize(self, request: DetokenizeRequest) -> str:
+        raise self._not_here("detokenize")
+
+    async def render_prompt(self, request: GenerationRequest) -> str:
+        raise self._not_here("render its prompts")
+
+    def _not_here(self, what: str) -> NotImplementedHere:
+        return NotImplementedHere(
+            f"The model '{self.model}' is served by an upstream server, whose tokenizer and "
+            f"template this server does not hold: it cannot {what}. Ask that server.",
+            param="model")
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """The prompt tokens the upstream evaluates for the first prompt: by its own

@@ -278,7 +278,9 @@ class UpstreamGeneration:
                 return
             await opened.close()
             if not mapper.finished and not done:
-                replica.failed(at_once=True)
+                # It answered, malformed: this request fails, and the replica counts one
+                # failure (its circuit opens after several in a row, not on one reply).
+                replica.failed()
                 self._deliver([Failed(UpstreamFailure(
                     f"The upstream replica {replica.label} ended the stream before it "
                     "finished.", code="upstream_disconnected"))], generated=False)

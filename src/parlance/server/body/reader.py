@@ -12,6 +12,7 @@ import anyio.to_thread
 from starlette.requests import Request
 
 from parlance.core.errors import PayloadTooLarge
+from parlance.dialects.base import Incoming
 from parlance.dialects.shared.wire import M, parse_body
 from parlance.server.body import strict_json
 from parlance.server.body.gc_pause import collector_paused
@@ -53,6 +54,13 @@ async def read_json(request: Request, limit: int,
     """`parse(decoded body)`; errors are `InvalidRequest` (400) or `PayloadTooLarge`.
     `parse` must be pure (no I/O, no event loop): it may run on a worker thread."""
     return await parse_json(await read_body(request, limit), parse)
+
+
+async def read_incoming(request: Request, limit: int, parse: Callable[[Incoming], T]) -> T:
+    """`parse` of the request as a dialect reads it: its decoded body, with the URL's
+    path parameters and query (`read_json`'s rules)."""
+    path, query = dict(request.path_params), dict(request.query_params)
+    return await read_json(request, limit, lambda body: parse(Incoming(body, path, query)))
 
 
 async def read_wire(request: Request, limit: int, model: type[M]) -> M:

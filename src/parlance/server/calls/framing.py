@@ -1,4 +1,5 @@
-"""Frames to bytes: SSE (`event:` optional, `data:` always) or NDJSON lines."""
+"""Frames to bytes: SSE (`event:` optional, `data:` always), NDJSON lines, or the
+pieces of one JSON document (written as they are)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def encode(frame: Frame, framing: Framing) -> bytes:
     payload = frame.data if isinstance(frame.data, str) else dumps(frame.data)
     if framing == "ndjson":
         return (payload + "\n").encode()
+    if framing == "json":
+        return payload.encode()
     head = f"event: {frame.event}\n" if frame.event else ""
     return f"{head}data: {payload}\n\n".encode()
 
@@ -29,12 +32,14 @@ def keepalive(framing: Framing, ping: Frame | None = None,
     """What an idle stream sends, made for each ping: the dialect's own ping frame, else
     the stream's own progress frame where it has one now (`idle`), else an SSE comment
     line (clients ignore it) stamped with the time it is sent; NDJSON has no comments,
-    so nothing."""
+    so nothing; a JSON document a line break (whitespace between its values)."""
     if ping is not None:
         frame = encode(ping, framing)
         return lambda: frame
     if framing == "ndjson":
         return None
+    if framing == "json":
+        return lambda: b"\n"
 
     def comment() -> bytes:
         return f": {time.time():.3f}\n\n".encode()

@@ -22,7 +22,7 @@ from parlance.core.embeddings import Embeddings
 from parlance.core.errors import ParlanceError
 from parlance.dialects.embedding_base import EmbedCallFacts, EmbeddingDialect
 from parlance.models.served import ServedModels
-from parlance.server.body.reader import read_json
+from parlance.server.body.reader import read_incoming
 from parlance.server.calls.lease import call_lease
 from parlance.server.calls.supervision import Supervisor
 from parlance.server.http.access_log import access_record
@@ -36,14 +36,15 @@ NO_INPUTS = Embeddings((), 0)
 
 class EmbeddingsEndpoint:
     def __init__(self, dialect: EmbeddingDialect[Any], models: ServedModels,
-                 settings: ServerSettings) -> None:
+                 settings: ServerSettings, tag: str) -> None:
         self.dialect = dialect
+        self.tag = tag  # the API it belongs to
         self.models = models
         self.settings = settings
 
     def operation(self) -> Operation:
         """What `/openapi.json` says of this route: its dialect's."""
-        return embedding(self.dialect)
+        return embedding(self.dialect, self.tag)
 
     async def handle(self, request: Request) -> Response:
         arrived = time.perf_counter()
@@ -51,7 +52,7 @@ class EmbeddingsEndpoint:
         supervisor = Supervisor.for_call(request.app, record, self.settings.request_timeout)
         try:
             authorize(request, self.settings.api_keys)
-            call = await read_json(request, self.settings.max_body_bytes, self.dialect.parse)
+            call = await read_incoming(request, self.settings.max_body_bytes, self.dialect.parse)
             async with call_lease(self.models, call) as lease:
                 record.model = lease.name
                 result = NO_INPUTS

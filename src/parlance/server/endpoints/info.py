@@ -1,5 +1,6 @@
 """Plain JSON endpoints: health and the model list, in OpenAI's shape or, for a request
-carrying `anthropic-version`, in Anthropic's."""
+carrying `anthropic-version`, in Anthropic's, or for a request carrying another API's
+client headers (`ModelRoutes.headers`: Gemini's SDKs ask `GET /v1/models`), in its."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from parlance.dialects.openai import errors as openai_errors
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModels
 from parlance.server.endpoints.answering import answering
+from parlance.server.endpoints.model_listing import ModelList
 from parlance.server.settings import ServerSettings
 
 
@@ -41,12 +43,28 @@ def _created(spec: ModelSpec) -> int:
 
 
 class InfoEndpoints:
-    def __init__(self, models: ServedModels, settings: ServerSettings) -> None:
+    def __init__(self, models: ServedModels, settings: ServerSettings,
+                 claimed: tuple[tuple[tuple[str, ...], ModelList, ModelList], ...] = ()) -> None:
+        """`claimed`: the model lists of other APIs whose clients ask `/v1/models` (their
+        headers, their list, one model)."""
         self.models = models
         self.settings = settings
+        self.claimed = claimed
         keys, render_error = settings.api_keys, openai_errors.render_error
-        self.list_models = answering(self._list_models, keys, render_error, _envelope)
-        self.get_model = answering(self._get_model, keys, render_error, _envelope)
+        self._list = answering(self._list_models, keys, render_error, _envelope)
+        self._get = answering(self._get_model, keys, render_error, _envelope)
+
+    async def list_models(self, request: Request) -> Any:
+        for headers, every, _ in self.claimed:
+            if any(h in request.headers for h in headers):
+                return await every.answer(request)
+        return await self._list(request)
+
+    async def get_model(self, request: Request) -> Any:
+        for headers, _, one in self.claimed:
+            if any(h in request.headers for h in headers):
+                return await one.answer(request)
+        return await self._get(request)
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 
 from parlance.core.errors import InvalidRequest, ResourceNotFound
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import Call
+from parlance.dialects.base import Call, Incoming
 from parlance.dialects.openai.errors import render_error
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.result import replay
@@ -110,7 +110,7 @@ class StoredResponses:
         """The body as a Responses request that is neither streamed nor run in the background."""
         if isinstance(body, dict):
             body = {**body, "stream": False, "background": False}
-        return self.dialect.parse(body)
+        return self.dialect.parse(Incoming(body))
 
     async def _cancel(self, request: Request) -> Response:
         """Stop a background response; one that has finished is answered as it is."""

@@ -25,6 +25,7 @@ from parlance.core.errors import ContextOverflow, ParlanceError
 from parlance.core.events import Failed
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import (
+    Backgrounds,
     Call,
     CallFacts,
     Dialect,
@@ -40,7 +41,7 @@ from parlance.engines.base import Generation
 from parlance.integrations.loop import ToolLoop
 from parlance.integrations.toolbox import Toolbox
 from parlance.models.served import ServedModel, ServedModels
-from parlance.server.body.reader import read_json
+from parlance.server.body.reader import read_incoming
 from parlance.server.calls.conversations import Conversations
 from parlance.server.calls.keepalive import progress_of
 from parlance.server.calls.lease import LoadingGeneration, call_lease, load_only
@@ -61,8 +62,10 @@ if TYPE_CHECKING:
 
 class GenerationHandler:
     def __init__(self, dialect: Dialect[Any], models: ServedModels, settings: ServerSettings,
-                 store: ResponseStore | None = None, runs: BackgroundRuns | None = None):
+                 store: ResponseStore | None = None, runs: BackgroundRuns | None = None, *,
+                 tag: str):
         self.dialect = dialect
+        self.tag = tag  # the API it belongs to (as the OpenAPI document groups routes)
         self.models = models
         self.settings = settings
         self.conversations = (Conversations(dialect, store)
@@ -73,17 +76,21 @@ class GenerationHandler:
         self._reports_loading = isinstance(dialect, ReportsLoading)
         self._truncating: Truncating[Any] | None = (
             dialect if isinstance(dialect, Truncating) else None)
+        # the response a stream's opening frame announces, for a dialect whose responses
+        # can be retrieved (and deleted) while they run
+        self._progress = dialect.progress if isinstance(dialect, Backgrounds) else _nothing
 
     def operation(self) -> Operation:
         """What `/openapi.json` says of this route: its dialect's, with the headers."""
-        return dataclasses.replace(generating(self.dialect), headers=PARLANCE_HEADERS)
+        operation = generating(self.dialect, self.tag)
+        return dataclasses.replace(operation, headers=(*operation.headers, *PARLANCE_HEADERS))
 
     async def handle(self, request: Request) -> Any:
         record = access_record(request)
         supervisor = Supervisor.for_call(request.app, record, self.settings.request_timeout)
         try:
             authorize(request, self.settings.api_keys)
-            call = with_parlance_headers(request, await read_json(
+            call = with_parlance_headers(request, await read_incoming(
                 request, self.settings.max_body_bytes, self.dialect.parse))
             if call.load_only:  # its wait is bounded and drained as any call's
                 return await supervisor.answer(
@@ -102,7 +109,7 @@ class GenerationHandler:
             encoder = self.dialect.encoder(started.call, started.served)
             return EventStreamResponse(
                 self.frames(started, encoder),
-                framing=self.dialect.framing,
+                framing=started.call.framing or self.dialect.framing,
                 keepalive_seconds=self.settings.keepalive_seconds,
                 on_close=started.generation.cancel,
                 ping=self._ping,
@@ -184,8 +191,13 @@ class GenerationHandler:
         call, conversations = started.call, started.conversations
         if encoder is None:
             encoder = self.dialect.encoder(call, started.served)
+        begun = False
         try:
             for frame in encoder.open():
+                snapshot = self._progress(frame) if conversations is not None else None
+                if snapshot is not None and not begun:  # retrievable, deletable, as it runs
+                    conversations.begin(call, snapshot)  # type: ignore[union-attr]
+                    begun = True
                 yield frame
             events = started.supervisor.events(started.generation)
             async with contextlib.aclosing(events):
@@ -199,7 +211,9 @@ class GenerationHandler:
             for frame in encoder.close():
                 yield frame
         finally:  # also when the client left mid-stream: the outcome is stored as it is
-            if conversations is not None:
+            if conversations is not None and begun:  # (unless it was deleted meanwhile)
+                conversations.end(call, outcome(encoder))
+            elif conversations is not None:
                 conversations.keep(call, outcome(encoder))
             await started.close()
 
@@ -228,3 +242,6 @@ class GenerationHandler:
             conversations.keep(call, body)
         return JSONResponse(body)
 
+
+def _nothing(frame: Frame) -> None:
+    return None

@@ -1,8 +1,8 @@
 """Per-request switches no LLM API has a field for, the same on every route: rather than
 add an unknown body field to each dialect's schema, a header says it (for WebSocket
 mode, once in the handshake, for every call of the connection). Each is `on` or `off`
-(in any case), the one spelling the README and the OpenAPI document give; any other
-value (`1`, `true` or `yes` too) is a 400 in the route's own envelope.
+(in any case), the one spelling the docs (docs/apis/index.md) and the OpenAPI document
+give; any other value (`1`, `true` or `yes` too) is a 400 in the route's own envelope.
 
 - `X-Parlance-Speculative: off` opts the request out of speculative decoding
   (llama-server's `speculative.*` body fields tune its own drafter and are not part of

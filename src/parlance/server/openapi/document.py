@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from starlette.routing import BaseRoute, Route
 
 import parlance
+from parlance.dialects import apis
 from parlance.server.http.refusal import Render
 from parlance.server.openapi.operation import Operation
 from parlance.server.openapi.shapes import body_schemas, envelope_schema
@@ -61,18 +62,27 @@ def openapi_document(routes: Sequence[BaseRoute], describe: Describe, *,
     document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "Parlance", "version": parlance.__version__,
-                 "description": "Every API Parlance speaks: OpenAI, Anthropic, Ollama and "
-                                "LM Studio, each with its own error envelope."},
+                 "description": f"Every API Parlance speaks: {_names()}, each with its "
+                                "own error envelope."},
         "paths": paths,
         "components": {"schemas": components},
     }
     if keys_required:
-        document["components"]["securitySchemes"] = {
-            "bearer": {"type": "http", "scheme": "bearer"},
-            "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
-        }
-        document["security"] = [{"bearer": []}, {"apiKey": []}]
+        schemes: dict[str, Any] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        for api in apis.APIS:  # the other places a key may come in (`http/auth.py`)
+            for header in api.key_headers:
+                schemes[header] = {"type": "apiKey", "in": "header", "name": header}
+            if api.key_query is not None:
+                schemes[f"{api.key_query}_query"] = {"type": "apiKey", "in": "query",
+                                                       "name": api.key_query}
+        document["components"]["securitySchemes"] = schemes
+        document["security"] = [{name: []} for name in schemes]
     return document
+
+
+def _names() -> str:
+    names = [api.name for api in apis.APIS]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
 
 
 def _operation(op: Operation, params: list[dict[str, Any]],

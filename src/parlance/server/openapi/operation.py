@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from parlance.dialects.base import MEDIA_TYPES, Dialect, Framing
+from parlance.dialects.api import Counting
+from parlance.dialects.base import MEDIA_TYPES, Dialect, Framing, StreamsByRoute
 from parlance.dialects.embedding_base import EmbeddingDialect
 from parlance.server.http.refusal import Render
 
@@ -33,6 +34,7 @@ _FRAME: dict[str, dict[str, Any]] = {
     "sse": {"type": "object", "required": ["data"],
             "properties": {"data": {"type": "string"}, "event": {"type": "string"}}},
     "ndjson": {"type": "string"},
+    "json": {"type": "array", "items": {"type": "object"}},
 }
 
 
@@ -56,11 +58,6 @@ class Query:
     description: str = ""
 
 
-# A dialect package's API, as the document groups operations
-API_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic", "ollama": "Ollama",
-             "lmstudio": "LM Studio"}
-
-
 @dataclass(frozen=True, slots=True)
 class Operation:
     tag: str  # the API it belongs to
@@ -75,23 +72,40 @@ class Operation:
     succeeds: bool = True  # False: every answer is an error (a path with no endpoint)
 
 
-def generating(dialect: Dialect[Any]) -> Operation:
+# A route that streams whatever the body says (Gemini's `:streamGenerateContent`)
+# says how in its query: SSE with `alt=sse`, else one JSON array
+ALT = Query("alt", {"enum": ["sse", "json"]}, "sse: the stream as server-sent events; "
+            "otherwise one JSON array of the chunks, written as they are made")
+
+
+def generating(dialect: Dialect[Any], tag: str) -> Operation:
     """A generation route, as its dialect reads and answers it: streamed in the
-    dialect's framing when the body asks for a stream, one JSON object otherwise."""
+    dialect's framing when the body asks for a stream (or, for a dialect that streams
+    by route, always, as SSE or one JSON array), one JSON object otherwise."""
+    if isinstance(dialect, StreamsByRoute) and dialect.streaming:
+        return Operation(tag, _summary(dialect), (dialect.render_error,),
+                         either(streamed("sse"), streamed("json")), dialect.body_model,
+                         query=(ALT,))
     streams = "stream" in dialect.body_model.model_fields  # (compaction never streams)
-    return Operation(_api(dialect), _summary(dialect), (dialect.render_error,),
+    return Operation(tag, _summary(dialect), (dialect.render_error,),
                      either(JSON, streamed(dialect.framing)) if streams else JSON,
                      dialect.body_model)
 
 
-def embedding(dialect: EmbeddingDialect[Any]) -> Operation:
-    return Operation(_api(dialect), _summary(dialect), (dialect.render_error,), JSON,
+def embedding(dialect: EmbeddingDialect[Any], tag: str) -> Operation:
+    return Operation(tag, _summary(dialect), (dialect.render_error,), JSON,
                      dialect.body_model)
 
 
-def _api(dialect: object) -> str:
-    """The API of the dialect package the dialect comes from (`parlance.dialects.<api>`)."""
-    return API_NAMES[type(dialect).__module__.split(".")[2]]
+def answering(dialect: Any, tag: str) -> Operation:
+    """A route the engine answers at once, one JSON object (`answer_base.Answering`)."""
+    return Operation(tag, _summary(dialect), (dialect.render_error,), JSON,
+                     dialect.body_model)
+
+
+def counting(dialect: Counting, tag: str) -> Operation:
+    return Operation(tag, _summary(dialect), (dialect.render_error,), JSON,
+                     dialect.body_model)
 
 
 def _summary(dialect: object) -> str:

@@ -11,23 +11,19 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 from starlette.routing import Route
 
-from parlance.dialects import anthropic, lmstudio, ollama
-from parlance.dialects.anthropic import AnthropicMessages
-from parlance.dialects.lmstudio import LMStudioChat
+from parlance.dialects import anthropic, apis, lmstudio, ollama
+from parlance.dialects.anthropic.api import API as ANTHROPIC_API
+from parlance.dialects.gemini.api import API as GEMINI_API
 from parlance.dialects.lmstudio import models as lmstudio_models
-from parlance.dialects.ollama import OllamaChat, OllamaGenerate
+from parlance.dialects.lmstudio.api import API as LMSTUDIO_API
 from parlance.dialects.ollama import models as ollama_models
-from parlance.dialects.ollama.embed import OllamaEmbed, OllamaEmbeddings
+from parlance.dialects.ollama.api import API as OLLAMA_API
 from parlance.dialects.openai import errors as openai_errors
-from parlance.dialects.openai.chat import OpenAIChat
-from parlance.dialects.openai.completions import OpenAICompletions
-from parlance.dialects.openai.embeddings import OpenAIEmbeddings
+from parlance.dialects.openai.api import API as OPENAI_API
 from parlance.dialects.openai.responses import OpenAIResponses
-from parlance.dialects.openai.responses.compact import ResponsesCompaction
 from parlance.server.body.conversation_shapes import PATH as CONVERSATIONS
 from parlance.server.body.conversation_shapes import DocumentShape, RenameShape
 from parlance.server.openapi.operation import (
-    API_NAMES,
     EMPTY,
     HTML,
     JSON,
@@ -42,13 +38,14 @@ _OPENAI = (openai_errors.render_error,)
 _LMSTUDIO = (lmstudio.render_error,)
 _OLLAMA = (ollama.render_error,)
 _ANTHROPIC = (anthropic.render_error,)
+_GEMINI = (GEMINI_API.render_error,)  # for Google's client headers (the Python SDK asks v1)
 _INTEGER = {"type": "integer"}
 _FILES = MappingProxyType({"text/css": {"type": "string"},
                            "text/javascript": {"type": "string"},
                            "text/plain": {"type": "string"}})
 # Tags: the APIs (as the dialects' routes are grouped), and the server's own routes
-OPENAI, ANTHROPIC = API_NAMES["openai"], API_NAMES["anthropic"]
-OLLAMA, LMSTUDIO = API_NAMES["ollama"], API_NAMES["lmstudio"]
+OPENAI, ANTHROPIC = OPENAI_API.name, ANTHROPIC_API.name
+OLLAMA, LMSTUDIO = OLLAMA_API.name, LMSTUDIO_API.name
 SERVER = "Server"
 
 PLAIN: dict[tuple[str, str], Operation] = {
@@ -102,15 +99,14 @@ PLAIN: dict[tuple[str, str], Operation] = {
     ("POST", "/v1/responses/{sub_path}"): Operation(
         OPENAI, "Responses: no endpoint (any other path under it is not found)", _OPENAI,
         succeeds=False),
-    ("POST", "/v1/messages/count_tokens"): Operation(
-        ANTHROPIC, "Count a request's tokens", _ANTHROPIC, body=AnthropicMessages.body_model),
-    ("POST", "/messages/count_tokens"): Operation(
-        ANTHROPIC, "Count a request's tokens", _ANTHROPIC, body=AnthropicMessages.body_model),
-    # Anthropic's clients (they send `anthropic-version`) get Anthropic's shapes
+    # Anthropic's clients (they send `anthropic-version`) get Anthropic's shapes, Gemini's
+    # (`x-goog-api-client`, `x-goog-api-key`) Gemini's
     ("GET", "/v1/models"): Operation(
-        OPENAI, "The models (OpenAI's or Anthropic's list)", _OPENAI + _ANTHROPIC),
+        OPENAI, "The models (OpenAI's, Anthropic's or Gemini's list)",
+        _OPENAI + _ANTHROPIC + _GEMINI),
     ("GET", "/v1/models/{model_id}"): Operation(
-        OPENAI, "A model (OpenAI's or Anthropic's object)", _OPENAI + _ANTHROPIC),
+        OPENAI, "A model (OpenAI's, Anthropic's or Gemini's object)",
+        _OPENAI + _ANTHROPIC + _GEMINI),
     ("GET", CONVERSATIONS): Operation(
         SERVER, "The web chat's conversations, the most recently updated first", _OPENAI,
         query=(Query("q", {"type": "string"}, "Text to find in a title or a message."),
@@ -147,24 +143,12 @@ PLAIN: dict[tuple[str, str], Operation] = {
 }
 
 
-_HELLO = [{"role": "user", "content": "Hello!"}]
-_MODEL = "my-model"  # (a placeholder: `examples` puts the server's own model there)
+_MODEL = "my-model"  # (a placeholder: `examples` puts the server\'s own model there)
 
-# A small valid body of each model, shown by `/docs` (and sent by "Try it out"); the
-# schemathesis test sends each one and its streamed variant and expects a success.
-EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
-    OpenAIChat.body_model: {"model": _MODEL, "messages": _HELLO, "max_tokens": 64},
-    OpenAICompletions.body_model: {"model": _MODEL, "prompt": "Once upon a time",
-                                   "max_tokens": 64},
-    OpenAIResponses.body_model: {"model": _MODEL, "input": "Hello!"},
-    ResponsesCompaction.body_model: {"model": _MODEL, "input": _HELLO},
-    LMStudioChat.body_model: {"model": _MODEL, "input": "Hello!"},
-    AnthropicMessages.body_model: {"model": _MODEL, "max_tokens": 64, "messages": _HELLO},
-    OllamaChat.body_model: {"model": _MODEL, "messages": _HELLO, "stream": False},
-    OllamaGenerate.body_model: {"model": _MODEL, "prompt": "Hello!", "stream": False},
-    OpenAIEmbeddings.body_model: {"model": _MODEL, "input": "Hello!"},
-    OllamaEmbed.body_model: {"model": _MODEL, "input": "Hello!"},
-    OllamaEmbeddings.body_model: {"model": _MODEL, "prompt": "Hello!"},
+# A small valid body of each body model, shown by `/docs` (and sent by "Try it out");
+# the schemathesis test sends each one and its streamed variant and expects a success.
+# Each API's own (`API.examples`) and the model management endpoints'.
+MANAGEMENT_EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
     lmstudio_models.LoadRequest: {"model": _MODEL},
     lmstudio_models.UnloadRequest: {"instance_id": _MODEL},
     lmstudio_models.DownloadRequest: {"model": "owner/repo"},
@@ -178,13 +162,18 @@ EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
 }
 
 
-def examples(model: str | None) -> dict[type[BaseModel], dict[str, Any]]:
-    """`EXAMPLES` naming `model` (a model this server has), so "Try it out" answers
-    rather than 404; None: the placeholder stays (a server with no model yet)."""
+def examples(model: str | None = None) -> dict[type[BaseModel], dict[str, Any]]:
+    """Every example: each registered API's, then the management endpoints'; naming
+    `model` (a model this server has, so "Try it out" answers rather than 404) where
+    they name the placeholder. None: the placeholder stays (a server with no model)."""
+    found: dict[type[BaseModel], dict[str, Any]] = {}
+    for api in apis.APIS:
+        found.update(api.examples)
+    every = found | MANAGEMENT_EXAMPLES
     if model is None:
-        return EXAMPLES
+        return every
     return {shape: {key: model if value == _MODEL else value for key, value in body.items()}
-            for shape, body in EXAMPLES.items()}
+            for shape, body in every.items()}
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ from parlance.core.events import (
     ToolCallStart,
     Usage,
 )
-from parlance.dialects.base import DONE, CallFacts, Frame
+from parlance.dialects.base import DONE, CallFacts, Frame, Incoming
 from parlance.dialects.openai.responses import OpenAIResponses
 from parlance.dialects.openai.responses.stream import PROMPT_PROGRESS
 from tests.support.encoding import body, encoded
@@ -41,7 +41,8 @@ CALL = [ToolCallStart("call_test", "get_weather"), ToolCallArgs('{"city": '),
 
 def frames(events, failure: ParlanceError | None = None, **fields: Any) -> list[Frame]:
     dialect = OpenAIResponses()
-    return encoded(dialect.encoder(dialect.parse({**HELLO, **fields}), SERVED), events, failure)
+    call = dialect.parse(Incoming({**HELLO, **fields}))
+    return encoded(dialect.encoder(call, SERVED), events, failure)
 
 
 def stream(events, failure: ParlanceError | None = None, **fields: Any) -> list[dict[str, Any]]:
@@ -151,7 +152,7 @@ def test_a_failure_or_a_cancel_closes_the_open_item_then_ends_it(failure, termin
 
 def test_a_background_response_is_queued_until_its_first_event():
     dialect = OpenAIResponses()
-    encoder = dialect.encoder(dialect.parse({**HELLO, "background": True}), SERVED)
+    encoder = dialect.encoder(dialect.parse(Incoming({**HELLO, "background": True})), SERVED)
     opened = [frame.data for frame in encoder.open()]
     assert [e["type"] for e in opened] == ["response.created", "response.queued"]
     assert opened[0]["response"]["status"] == "queued"
@@ -168,7 +169,7 @@ def test_a_background_response_is_queued_until_its_first_event():
 ])
 def test_prompt_progress_only_for_a_call_that_asked(progress, fields, shown):
     dialect = OpenAIResponses()
-    call = replace(dialect.parse({**HELLO, **fields}), progress=progress)
+    call = replace(dialect.parse(Incoming({**HELLO, **fields})), progress=progress)
     out = [frame for frame in encoded(dialect.encoder(call, SERVED), [
         PromptProgress(4, 9), PromptProgress(9, 9), TextDelta("Hi"), Finish(FinishReason.STOP),
         Usage(9, 1)]) if frame.data != DONE]

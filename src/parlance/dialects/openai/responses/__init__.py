@@ -15,7 +15,7 @@ from typing import Any
 from parlance.core.accumulate import Completion
 from parlance.core.errors import InvalidRequest, ParlanceError
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import CallFacts, ErrorResponse, Frame, Framing
+from parlance.dialects.base import CallFacts, ErrorResponse, Frame, Framing, Incoming
 from parlance.dialects.openai.common import new_id, now
 from parlance.dialects.openai.errors import in_responses_terms, render_error
 from parlance.dialects.openai.responses import socket
@@ -28,8 +28,8 @@ from parlance.dialects.openai.responses.request import (
     resolve_references,
 )
 from parlance.dialects.openai.responses.result import finished_response
-from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.dialects.openai.responses.stream import ResponsesEncoder
+from parlance.dialects.shared.sealed import Sealer
 from parlance.dialects.shared.wire import parse_body
 
 
@@ -42,8 +42,8 @@ class OpenAIResponses:
         """`sealer`: the server's, so sealed items read back whichever endpoint wrote them."""
         self.sealer = sealer or Sealer.ephemeral()
 
-    def parse(self, body: Any) -> ResponsesCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> ResponsesCall:
+        req = parse_body(self.body_model, incoming.body)
         # (continued() rebuilds the request once the stored conversation is known)
         if req.background and not req.store:
             raise InvalidRequest("A background response must be stored: send it without "
@@ -108,7 +108,7 @@ class OpenAIResponses:
         if create is None:
             return None
         body, lane, generate = create
-        return replace(self.parse(body), lane=lane, generate=generate)
+        return replace(self.parse(Incoming(body)), lane=lane, generate=generate)
 
     def prepares_only(self, call: ResponsesCall) -> bool:
         """`generate: false`: the response records its input for later turns; no output."""

@@ -23,7 +23,7 @@ from parlance.core.events import Usage
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.core.stored import StoredResponse
-from parlance.dialects.base import Call, CallFacts, Encoder, ErrorResponse, Framing
+from parlance.dialects.base import Call, CallFacts, Encoder, ErrorResponse, Framing, Incoming
 from parlance.dialects.openai.common import new_id, now
 from parlance.dialects.openai.errors import render_error
 from parlance.dialects.openai.responses.request import (
@@ -34,7 +34,7 @@ from parlance.dialects.openai.responses.request import (
     resolve_references,
 )
 from parlance.dialects.openai.responses.result import usage_object
-from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.shared.sealed import Sealer
 from parlance.dialects.shared.wire import WireModel, parse_body
 
 SUMMARY_MAX_TOKENS = 512  # about 400 words: room for a handoff, bounded time on a CPU
@@ -80,8 +80,8 @@ class ResponsesCompaction:
     def __init__(self, sealer: Sealer) -> None:
         self.sealer = sealer
 
-    def parse(self, body: Any) -> CompactCall:
-        req = parse_body(self.body_model, body)
+    def parse(self, incoming: Incoming) -> CompactCall:
+        req = parse_body(self.body_model, incoming.body)
         if req.input is None and req.previous_response_id is None:
             raise InvalidRequest("Nothing to compact: send input, previous_response_id or "
                                  "both.", param="input", code="missing_required_parameter")

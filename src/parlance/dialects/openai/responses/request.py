@@ -21,7 +21,6 @@ from parlance.dialects.openai.common import new_id
 from parlance.dialects.openai.responses import items as calls
 from parlance.dialects.openai.responses import mcp
 from parlance.dialects.openai.responses.mcp import NamedMcp
-from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.dialects.openai.responses.tools import (
     FunctionTool,
     NamedCustom,
@@ -34,6 +33,7 @@ from parlance.dialects.openai.responses.tools import (
 )
 from parlance.dialects.openai.tools import FunctionName
 from parlance.dialects.shared import tools as neutral_tools
+from parlance.dialects.shared.sealed import Sealer
 from parlance.dialects.shared.wire import WireModel
 
 __all__ = ["FunctionTool", "NamedFunction", "Tool"]

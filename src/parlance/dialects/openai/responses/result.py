@@ -14,8 +14,8 @@ from parlance.dialects.base import DONE, Frame
 from parlance.dialects.openai.common import now
 from parlance.dialects.openai.responses.output import OutputBuilder
 from parlance.dialects.openai.responses.request import REASONING, ResponsesCall
-from parlance.dialects.openai.responses.sealed import Sealer
 from parlance.dialects.openai.responses.tools import toolset
+from parlance.dialects.shared.sealed import Sealer
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 

@@ -24,7 +24,7 @@ from parlance.dialects.openai.responses.result import (
     response_object,
     terminal_event,
 )
-from parlance.dialects.openai.responses.sealed import Sealer
+from parlance.dialects.shared.sealed import Sealer
 
 PROMPT_PROGRESS = "parlance.prompt_progress"
 

@@ -8,7 +8,7 @@ import base64
 import pytest
 
 from parlance.core.errors import InvalidRequest
-from parlance.dialects.openai.responses.sealed import INVALID, Sealer
+from parlance.dialects.shared.sealed import INVALID, Sealer
 from parlance.server.sealing import server_sealer
 
 

@@ -1,0 +1,28 @@
+"""llama-server's own endpoints as the server serves them: rerank (also at Cohere's
+`/v2/rerank`), `/tokenize`, `/detokenize` and `/apply-template` (whose chat body the
+registry's OpenAI chat dialect reads, see `dialects.apis`), in llama-server's envelope."""
+
+from __future__ import annotations
+
+from parlance.dialects import api
+from parlance.dialects.api import Routes, Services
+from parlance.dialects.llamaserver import PATHS, render_error
+from parlance.dialects.llamaserver.rerank import Rerank
+from parlance.dialects.llamaserver.tokens import Detokenize, Tokenize
+
+
+def routes(services: Services) -> Routes:
+    rerank = Rerank()
+    return Routes(answering=(("/tokenize", Tokenize()), ("/detokenize", Detokenize()),
+                             *((path, rerank) for path in ("/rerank", "/reranking", "/v1/rerank",
+                                                           "/v1/reranking", "/v2/rerank"))))
+
+
+API = api.API(
+    name="llama-server", package="llamaserver", prefixes=PATHS, render_error=render_error,
+    routes=routes,
+    examples={Tokenize.body_model: {"content": "Hello world!", "with_pieces": True},
+              Detokenize.body_model: {"tokens": [19556, 905, 17]},
+              Rerank.body_model: {"query": "What is a panda?", "top_n": 2,
+                                  "documents": ["hi", "The giant panda is a bear species "
+                                                "endemic to China."]}})
