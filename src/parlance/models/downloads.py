@@ -155,7 +155,12 @@ class DownloadManager:
         """The download link of the file catalog name `name` means (`models.hub`).
         Raises ValueError when the catalog's address is refused, InvalidRequest when
         the repository has no such file, Unavailable when the catalog fails."""
-        await check_url(f"{self.catalog}/api/models/{name.repo}", self._allowed_hosts)
+        try:
+            await check_url(f"{self.catalog}/api/models/{name.repo}", self._allowed_hosts)
+        except RefusedURL as exc:
+            raise RefusedURL(f"The model catalog {self.catalog} may not be reached: {exc}"
+                             + (" (parlance serve --download-allow-host)"
+                                if str(exc) == NON_PUBLIC else "")) from exc
         async with self._client_factory() as client:
             return await resolve(name, self.catalog, client)
 
