@@ -95,3 +95,18 @@ def test_a_catalog_name_that_fits_no_file_says_what_there_is(tmp_path, catalog):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 1 and "no repository acme/Nothing" in child.before
+
+
+def test_a_catalog_that_does_not_answer_is_one_line(tmp_path, monkeypatch):
+    import socket
+
+    monkeypatch.delenv("PARLANCE_URL", raising=False)
+    with socket.socket() as nothing:
+        nothing.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{nothing.getsockname()[1]}"
+    with fake_server(tmp_path, catalog_url=dead) as server:
+        child = spawn(tmp_path, "pull", "acme/Tiny-GGUF", "--url", server.url)
+        child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == 1
+    assert f"The model catalog {dead} could not be reached" in child.before.replace("\r\n", "")
