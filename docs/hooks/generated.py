@@ -30,6 +30,8 @@ MARKER = re.compile(r"<!--\s*generated:\s*([a-z-]+)\s*-->")
 # page explains them all; relative to docs/.
 TAG_PAGES: dict[str, str] = {
     "Gemini": "apis/gemini.md",
+    "System One": "apis/decisions.md",
+    "Mistral": "apis/fim.md",
 }
 # Otherwise, which page explains a path (longest prefix wins).
 PAGES: tuple[tuple[str, str], ...] = (
@@ -46,6 +48,17 @@ PAGES: tuple[tuple[str, str], ...] = (
     ("/api/v0/embeddings", "apis/embeddings.md"),
     ("/api/embed", "apis/embeddings.md"),
     ("/api/embeddings", "apis/embeddings.md"),
+    ("/v1/decisions", "apis/decisions.md"),
+    ("/decisions", "apis/decisions.md"),
+    ("/infill", "apis/fim.md"),
+    ("/rerank", "apis/rerank.md"),
+    ("/reranking", "apis/rerank.md"),
+    ("/v1/rerank", "apis/rerank.md"),
+    ("/v1/reranking", "apis/rerank.md"),
+    ("/v2/rerank", "apis/rerank.md"),
+    ("/tokenize", "apis/tokenize.md"),
+    ("/detokenize", "apis/tokenize.md"),
+    ("/apply-template", "apis/tokenize.md"),
     ("/api/v1", "apis/lmstudio.md"),
     ("/api/", "apis/ollama.md"),
     ("/v1/models", "apis/index.md"),

@@ -104,6 +104,12 @@ def check_llama_server(rendered: ErrorResponse) -> None:
     assert error["type"] in LLAMA_SERVER_TYPES
 
 
+def check_mistral(rendered: ErrorResponse) -> None:
+    assert 400 <= rendered.status < 600
+    assert set(rendered.body) == {"object", "message", "type", "param", "code"}
+    assert rendered.body["object"] == "error" and rendered.body["message"]
+
+
 def check_any(rendered: ErrorResponse) -> None:
     """What every API's envelope holds to: an error status and a JSON object."""
     assert 400 <= rendered.status < 600
@@ -115,7 +121,7 @@ Renderer = Callable[[ParlanceError], ErrorResponse]
 CHECKS: dict[str, Callable[[ErrorResponse], None]] = {
     "OpenAI": check_openai, "Anthropic": check_anthropic, "Ollama": check_ollama,
     "LM Studio": check_lmstudio, "Gemini": check_gemini, "System One": check_llama_server,
-    "llama-server": check_llama_server}
+    "llama-server": check_llama_server, "Mistral": check_mistral}
 
 
 def _renderers() -> dict[str, tuple[Renderer, Callable[[ErrorResponse], None]]]:

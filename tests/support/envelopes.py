@@ -31,10 +31,14 @@ def checked_error(path: str, response: httpx.Response) -> dict[str, Any]:
         return anthropic_contract.check_error(body)
     if path.startswith("/api/") and not path.startswith(("/api/v1/", "/api/v0/")):
         return {"message": ollama_contract.check_error(body)}
+    if path.startswith(("/v1/fim/", "/fim/")):  # Mistral's envelope
+        assert body["object"] == "error" and body["message"], body
+        return body
     assert isinstance(body, dict) and set(body) == {"error"}, body
     error = body["error"]
     if path.startswith(("/v1/systemone", "/systemone", "/tokenize", "/detokenize",
-                        "/apply-template")):  # llama-server's envelope
+                        "/apply-template", "/infill", "/rerank", "/reranking",
+                        "/v1/rerank", "/v1/reranking", "/v2/rerank")):  # llama-server's
         assert set(error) == {"code", "message", "type"}, error
         assert error["code"] == response.status_code and error["message"], error
         return error

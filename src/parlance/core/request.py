@@ -44,15 +44,31 @@ class ChatInput:
 
 
 @dataclass(frozen=True, slots=True)
+class ExtraFile:
+    """A file an editor sends as context for fill-in-the-middle (llama.cpp's
+    `input_extra`)."""
+
+    text: str
+    filename: str = "tmp"
+
+
+@dataclass(frozen=True, slots=True)
 class TextInput:
     """A raw prompt: text, or token ids the client already tokenized.
 
-    `suffix` asks for fill-in-the-middle between prompt and suffix.
+    `suffix` asks for fill-in-the-middle between prompt and suffix. `infill` lays it
+    out as llama.cpp's `/infill` does: `extra` files first (repo-level, with the
+    model's file-separator tokens where it has them), the prefix cut to its last part
+    and the suffix to its first where they are long, `cursor` (the text from the
+    prefix's end to the cursor) kept whole after the prefix.
     """
 
     text: str | None = None
     token_ids: tuple[int, ...] | None = None
     suffix: str | None = None
+    infill: bool = False
+    extra: tuple[ExtraFile, ...] = ()
+    cursor: str = ""
 
 
 PromptInput = ChatInput | TextInput

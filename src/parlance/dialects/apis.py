@@ -12,6 +12,7 @@ from parlance.dialects.llamaserver.api import API as LLAMA_SERVER
 from parlance.dialects.llamaserver.tokens import ApplyTemplate
 from parlance.dialects.lmstudio import render_error as lmstudio_error
 from parlance.dialects.lmstudio.api import API as LMSTUDIO
+from parlance.dialects.mistral.api import API as MISTRAL
 from parlance.dialects.ollama.api import API as OLLAMA
 from parlance.dialects.openai.api import API as OPENAI
 from parlance.dialects.openai.chat import OpenAIChat
@@ -40,5 +41,6 @@ APIS: tuple[api.API, ...] = (
     replace(LMSTUDIO, routes=_lmstudio_routes),
     GEMINI,
     SYSTEM_ONE,
+    MISTRAL,
     replace(LLAMA_SERVER, routes=_llama_server_routes),
 )

@@ -36,9 +36,12 @@ from parlance.dialects.api import Services
 from parlance.dialects.apis import APIS
 from parlance.dialects.gemini.embed import BatchEmbedRequest, EmbedContentRequest
 from parlance.dialects.gemini.request import CountTokensRequest, GenerateContentRequest
+from parlance.dialects.llamaserver.infill import InfillBody
+from parlance.dialects.llamaserver.rerank import RerankBody
 from parlance.dialects.llamaserver.tokens import DetokenizeBody, TokenizeBody
 from parlance.dialects.lmstudio.models import DownloadRequest, LoadRequest, UnloadRequest
 from parlance.dialects.lmstudio.request import ChatRequest as LMStudioChatRequest
+from parlance.dialects.mistral import FIMBody
 from parlance.dialects.ollama.embed import EmbedBody as OllamaEmbedBody
 from parlance.dialects.ollama.embed import EmbeddingsBody as OllamaEmbeddingsBody
 from parlance.dialects.ollama.models import (
@@ -290,6 +293,17 @@ ROUTES = (
               examples=40),
     PostRoute("/detokenize", DetokenizeBody, ({"tokens": [0]},), examples=40),
     PostRoute("/apply-template", ChatRequest, CHAT_BODIES[:1], examples=40),
+    PostRoute("/rerank", RerankBody, (
+        {"query": "q", "documents": ["a", {"text": "b"}], "top_n": 1,
+         "return_documents": True, "instruction": "i"},), examples=60),
+    PostRoute("/infill", InfillBody, (
+        {"input_prefix": "a", "input_suffix": "b", "input_extra": [{"text": "c"}],
+         "prompt": "d", "n_predict": 4, "n_cmpl": 2, "response_fields": ["content"]},
+        {"input_prefix": "a", "input_suffix": "b", "stream": True}), examples=60),
+    PostRoute("/v1/fim/completions", FIMBody, (
+        {"model": "fake-model", "prompt": "a", "suffix": "b", "max_tokens": 4,
+         "stop": "\n", "random_seed": 1},
+        {"prompt": "a", "stream": True}), examples=60),
 )
 
 # -- bodies ---------------------------------------------------------------------------
@@ -414,8 +428,13 @@ async def exchange(path: str, body: bytes, method: str = "POST") -> None:
                 checked_events(response.text)
             elif path.startswith("/v1/messages"):
                 assert stream_events(response.text)[-1]["type"] in ("message_stop", "error")
+            elif path == "/infill":  # llama-server's: no [DONE], each choice's last stops
+                last = sse_data(response.text)[-1]
+                assert last.get("stop") is True or "error" in last, where
             else:
                 assert sse_data(response.text)[-1] == "[DONE]", where
+        elif path == "/infill":  # an array for n_cmpl > 1, as llama-server answers
+            assert isinstance(response.json(), dict | list), where
         else:
             assert isinstance(response.json(), dict), where
         health = await client.get("/health")

@@ -149,7 +149,7 @@ def test_operations_are_grouped_by_the_api_they_belong_to(document):
             for method, op in ops.items()}
     assert set().union(*map(set, tags.values())) == {
         "OpenAI", "Anthropic", "Ollama", "LM Studio", "Gemini", "System One", "llama-server",
-        "Server"}
+        "Mistral", "Server"}
     assert tags["POST /v1/systemone"] == ["System One"]
     assert tags["POST /v1/decisions"] == ["OpenAI"]
     assert tags["POST /tokenize"] == tags["POST /apply-template"] == ["llama-server"]

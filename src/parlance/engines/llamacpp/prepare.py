@@ -19,6 +19,7 @@ from parlance.engines.budget import context_overflow, output_budget
 from parlance.engines.grammar import quoted
 from parlance.engines.llamacpp.constraint import build_tokenizer
 from parlance.engines.llamacpp.guide import GuidePlan
+from parlance.engines.llamacpp.infill import fim_required, infill_tokens
 from parlance.engines.llamacpp.model import MIN_LONGEST_PIECE, LlamaModel
 from parlance.engines.llamacpp.plan import build_plan, render_chat
 from parlance.engines.llamacpp.template import ChatTemplate
@@ -85,7 +86,9 @@ class Preparation:
         too long for the context is refused before it is tokenized."""
         model = self.model
         if bounded:
-            texts = (prompt.text, prompt.suffix) if isinstance(prompt, TextInput) else ()
+            texts = ((prompt.text, prompt.suffix, prompt.cursor,
+                      *(e.text for e in prompt.extra)) if isinstance(prompt, TextInput)
+                     else ())
             for text in (chat_text, *texts):
                 self._check_length(text)
         if isinstance(prompt, ChatInput):
@@ -98,6 +101,9 @@ class Preparation:
                 add_bos = False
             tokens = [*prompt.prefix_ids,
                       *model.tokenize(text, add_special=add_bos, parse_special=True)]
+        elif prompt.infill:
+            tokens = infill_tokens(self.model, prompt, self.context_length,
+                                   request.max_tokens or 0)
         elif prompt.suffix is not None:
             tokens = self._fill_in_the_middle(prompt)
         elif prompt.token_ids is not None:
@@ -141,11 +147,7 @@ class Preparation:
                                  f"(0..{self.model.n_vocab - 1}).", param=param)
 
     def _fill_in_the_middle(self, prompt: TextInput) -> list[int]:
-        fim = self.model.fim_tokens()
-        if fim is None:
-            raise InvalidRequest("This model does not support `suffix` (no fill-in-the-middle "
-                                 "tokens).", param="suffix")
-        pre, suf, mid = fim
+        pre, suf, mid = fim_required(self.model, "suffix")
         tokenize = self.model.tokenize
         return ([pre] + tokenize(prompt.text or "", add_special=False, parse_special=False)
                 + [suf] + tokenize(prompt.suffix or "", add_special=False, parse_special=False)
