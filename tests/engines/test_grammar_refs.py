@@ -274,3 +274,27 @@ def test_every_schema_a_request_carries_is_checked_as_it_is():
         grammar.check_schemas(GenerationRequest(
             model="m", prompts=prompts, tools=_tools(schema),
             response_format=ResponseFormat("json_schema", schema, param="response_format")))
+
+
+def test_a_grammar_that_allows_no_token_breaks_the_choice_not_finishes_it():
+    """Issue 39: under a grammar that accepts nothing past `{"x": `, the masked row is
+    all -inf and the sampler picked the end of the text: a normal `stop`. The guide
+    reports the grammar broken instead (`ChoiceGuide.broken`)."""
+    import numpy as np
+
+    from parlance.engines.llamacpp.guide import GuidePlan
+
+    loop = {"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+            "type": "object", "properties": {"x": {"$ref": "#/$defs/A"}}, "required": ["x"]}
+    matcher = llguidance.LLMatcher(BYTES, grammar.schema_grammar(loop), log_level=0)
+    plan = GuidePlan(forced=matcher, tokenizer=BYTES, n_vocab=257,
+                     forced_param="response_format")
+    guide = plan.for_choice(0)
+    for token in BYTES.tokenize_str('{"x": '):
+        row = np.zeros(257, dtype=np.float32)
+        guide.mask(row)
+        assert guide.broken is None and row[token] == 0.0
+        guide.accept(token, chr(token))
+    guide.mask(np.zeros(257, dtype=np.float32))
+    assert guide.broken is not None and guide.broken.param == "response_format"
+    assert not guide.constrained

@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import unquote
 
 import llguidance
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.request import GenerationRequest
 from parlance.core.tools import InputGrammar, ToolSpec
-from parlance.engines.parsing.syntax import SYNTAXES, ToolSyntax
+from parlance.engines.parsing.syntax import SPECIAL_MARKERS, SYNTAXES, Tagged, ToolSyntax
 
 # `lenient`: keywords llguidance does not implement (`propertyNames`, as in one of Claude
 # Code's tools) are not enforced rather than refused, as llama.cpp's own conversion does;
@@ -72,15 +73,116 @@ def _json_rule(schema: Any) -> str:
 
 
 def schema_problem(schema: Any) -> str | None:
-    """Why this JSON Schema cannot be enforced, or None when it can."""
+    """Why this JSON Schema cannot be enforced, or None when it can: llguidance cannot
+    compile it, or a `$ref` reaches no schema. (Keywords the grammar leaves out,
+    `uniqueItems` say, are checked on the finished value: `engines/output_check.py`.)"""
     if not isinstance(schema, dict):
         return "a JSON Schema must be an object"
+    loop = ref_loop(schema)
+    if loop:
+        return loop
     grammar = llguidance.LLMatcher.grammar_from_lark(f"start: {_json_rule(schema)}")
     problem = _validate(grammar)
     if not problem:
         return None
     first = problem.splitlines()[0]
     return first.split("failed to compile JSON schema: ", 1)[-1]
+
+
+def ref_loop(schema: dict[str, Any]) -> str | None:
+    """A local `$ref` that reaches no schema that constrains a value: `$defs` A → B → A,
+    or A → A, directly or through `allOf` (or every option of an `anyOf`/`oneOf`).
+    llguidance compiles it into a grammar that accepts nothing (the output stopped
+    mid-value). None when every reference the schema uses reaches one; recursion
+    through a property or an item is fine. Linear in the schema: a fixpoint over
+    "reaches a schema", each node settled once."""
+    nodes = _reachable(schema)
+    pending: dict[int, int] = {}  # what each node still waits for
+    waiting: dict[int, list[tuple[int, int | None]]] = {}  # on node: (waiter, its group)
+    satisfied: set[tuple[int, int]] = set()  # (waiter, group) an option has settled
+    settled: list[int] = []
+    for key, node in nodes.items():
+        needs: list[tuple[int, int | None]] = []
+        ref = node.get("$ref")
+        target = _pointer(schema, ref[1:]) if isinstance(ref, str) and ref[:1] == "#" else None
+        if isinstance(target, dict):
+            needs.append((id(target), None))
+        needs += [(id(sub), None) for sub in _listed(node, "allOf")]
+        groups = 0
+        for number, name in enumerate(("anyOf", "oneOf")):
+            options = node.get(name)
+            if isinstance(options, list) and options and all(isinstance(o, dict)
+                                                             for o in options):
+                groups += 1
+                needs += [(id(option), number) for option in options]
+        pending[key] = sum(1 for _, g in needs if g is None) + groups
+        for needed, in_group in needs:
+            waiting.setdefault(needed, []).append((key, in_group))
+        if not pending[key]:
+            settled.append(key)
+    done = set(settled)
+    while settled:
+        for waiter, group in waiting.get(settled.pop(), ()):
+            if group is not None:
+                if (waiter, group) in satisfied:
+                    continue
+                satisfied.add((waiter, group))
+            pending[waiter] -= 1
+            if not pending[waiter] and waiter not in done:
+                done.add(waiter)
+                settled.append(waiter)
+    for key, node in nodes.items():
+        if key not in done and isinstance(node.get("$ref"), str):
+            return (f"the `$ref` {node['$ref']!r} never reaches a schema (the references "
+                    "lead back to themselves)")
+    return None
+
+
+def _listed(node: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    value = node.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+# Keywords whose values are data, or schemas only a `$ref` uses (reached through it).
+_NOT_WALKED = frozenset({"enum", "const", "default", "examples", "$defs", "definitions"})
+
+
+def _reachable(schema: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Every schema object the root uses, by id: its subschemas and what `$ref`s name."""
+    found: dict[int, dict[str, Any]] = {}
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict) or id(node) in found:
+            continue
+        found[id(node)] = node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref[:1] == "#":
+            stack.append(_pointer(schema, ref[1:]))
+        for key, value in node.items():
+            if key in ("properties", "patternProperties", "dependentSchemas"):
+                if isinstance(value, dict):
+                    stack.extend(value.values())
+            elif key not in _NOT_WALKED and isinstance(value, dict | list):
+                stack.append(value)
+    return found
+
+
+def _pointer(document: Any, pointer: str) -> Any:
+    """The value a JSON pointer (`/$defs/A`, percent-decoded) names, or None."""
+    node = document
+    for raw in unquote(pointer).split("/")[1:] if pointer else ():
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
 
 
 def check_schemas(request: GenerationRequest) -> None:
@@ -169,7 +271,10 @@ class _Calls:
                 self.rules += self._freeform(i, tool, syntax, literal)
                 continue
             calls.append(f"call_{i}")
-            self.rules.append(f"call_{i}: {_json_call(tool, syntax)}")
+            if syntax.tagged is not None:
+                self.rules += _tagged_call(i, tool, syntax.tagged, literal)
+            else:
+                self.rules.append(f"call_{i}: {_json_call(tool, syntax)}")
         self.json = bool(calls)
         self.free = bool(freeform)
         if calls:
@@ -202,6 +307,50 @@ def _json_call(tool: ToolSpec, syntax: ToolSyntax) -> str:
     rather than into a wrapper around it."""
     opening = f'{{"name": {json.dumps(tool.name, ensure_ascii=False)}, "{syntax.args_key}": '
     return f"{quoted(opening)} {_json_rule(tool.parameters)} {quoted('}')}"
+
+
+def _tagged_call(i: int, tool: ToolSpec, tags: Tagged, literal: Literal) -> list[str]:
+    """A call in a tagged syntax's own markup: JSON arguments as one `%json`, or one
+    key/value parameter per property of the schema (required ones always, in the
+    schema's order; the others optional), a string value as text up to its close tag,
+    any other as JSON."""
+    head = " ".join(x for x in (_lit(tags.before_name, literal), quoted(tool.name),
+                                _lit(tags.after_name, literal)) if x)
+    tail = _lit(tags.after_args, literal)
+    if tags.params is None:
+        return [f"call_{i}: {' '.join(x for x in (head, _json_rule(tool.parameters), tail) if x)}"]
+    params, schema = tags.params, tool.parameters
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    required = set(schema.get("required", ())) if isinstance(schema, dict) else set()
+    rules: list[str] = []
+    parts: list[str] = []
+    if not isinstance(props, dict) or not props:
+        key = "/[A-Za-z_][A-Za-z0-9_\\-]*/"
+        rules.append(f"param_{i}: {_param(params, key, None, f'free_{i}', literal, rules)}")
+        parts.append(f"param_{i}*")
+    for j, (name, prop) in enumerate(props.items() if isinstance(props, dict) else ()):
+        body = _param(params, quoted(name), prop, f"value_{i}_{j}", literal, rules)
+        rules.append(f"param_{i}_{j}: {body}")
+        parts.append(f"param_{i}_{j}" + ("" if name in required else "?"))
+    rules.append(f"call_{i}: {' '.join(x for x in (head, *parts, tail) if x)}")
+    return rules
+
+
+def _param(params: Any, key: str, prop: Any, value_rule: str, literal: Literal,
+           rules: list[str]) -> str:
+    """One parameter: its tags, its key and its value, then a line break."""
+    opening = " ".join(x for x in (_lit(params.key_open, literal), key,
+                                   _lit(params.key_close, literal),
+                                   _lit(params.value_open + params.pad, literal)) if x)
+    closing = params.pad + params.value_close
+    is_string = not isinstance(prop, dict) or prop.get("type") == "string"
+    if isinstance(prop, dict) and "enum" in prop and all(isinstance(v, str) for v in prop["enum"]):
+        value = "(" + " | ".join(quoted(v) for v in prop["enum"]) + ")"
+        return f'{opening} {value} {_lit(closing, literal)} "\\n"'
+    if is_string:  # text up to the first close tag (lexemes are as long as they can be)
+        rules.append(f"{value_rule}[lazy]: /(?s:.*){_regex_literal(closing)}/")
+        return f'{opening} {value_rule} "\\n"'
+    return f'{opening} {_json_rule(prop)} {_lit(closing, literal)} "\\n"'
 
 
 def _regex_literal(text: str) -> str:
@@ -244,7 +393,8 @@ def _lit(text: str, literal: Literal) -> str:
     return quoted(text)
 
 
-_MARKERS = tuple({m for s in SYNTAXES.values() for m in (s.open, s.close) if m})
+_MARKERS = tuple({m for s in SYNTAXES.values() for m in (s.open, s.close) if m}
+                 | set(SPECIAL_MARKERS))
 
 
 def forced_calls_grammar(tools: Sequence[ToolSpec], syntax: ToolSyntax, *, parallel: bool,

@@ -49,6 +49,7 @@ from parlance.engines.llamacpp.scoring import ScoreSpec
 from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
+from parlance.engines.output_check import OutputCheck
 from parlance.engines.reranking import by_cosine, by_yes_no
 
 DEFAULT_MAX_WAITING = 64
@@ -111,6 +112,7 @@ class LlamaCppEngine:
         settings: ContextSettings,
         *,
         chat_template: str | None = None,
+        chat_format: str | None = None,  # a formats.py entry's name; None: detected
         on_progress: ProgressCallback | None = None,
         max_waiting: int = DEFAULT_MAX_WAITING,
         rpc: RpcServers | None = None,
@@ -134,6 +136,7 @@ class LlamaCppEngine:
             chat_template or model.chat_template,
             bos_token=model.special_text(model.bos),
             eos_token=model.special_text(model.eos),
+            chat_format=chat_format,
         )
         return cls(model, template, max_waiting=max_waiting, prompt_cache=prompt_cache,
                    strict_max_tokens=strict_max_tokens, speculative=speculative,
@@ -145,6 +148,7 @@ class LlamaCppEngine:
         # Template, tokens and grammars grow with the request: off the event loop.
         prepared = await self._off_loop(self.preparation.prepare, request)
         token_lists, plan = prepared.token_lists, prepared.plan
+        check = await self._off_loop(OutputCheck.of, request) if plan is not None else None
         scheduler = self.scheduler
         speculator = scheduler.speculator
         drafters: list[NgramDrafter | None] = (
@@ -170,7 +174,7 @@ class LlamaCppEngine:
                 for sampler in group.samplers:
                     sampler.free()
             raise
-        return LlamaGeneration(job, prepared.prompts)
+        return LlamaGeneration(job, prepared.prompts, check)
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return await self._off_loop(self.preparation.count, request.prompts[0], request)

@@ -15,7 +15,9 @@ state of that for one choice (`ChoiceGuide`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import llguidance
 import numpy as np
@@ -44,6 +46,12 @@ class GuidePlan:
     reasoning_budget: int | None = None
     reasoning_end: tuple[int, ...] = ()
     forced_param: str = "tools"  # the client's parameter the forced grammar comes from
+    markup: tuple[str, ...] = ()  # the format's headers, dropped from content (harmony)
+    schemas: Mapping[str, Any] = field(default_factory=dict)  # tool -> parameters
+    spelled: frozenset[int] = frozenset()  # special tokens the parser reads as markers
+    # the family's turn-ending tokens (harmony's <|call|>, Llama's <|eom_id|>), stopped on
+    # even where the GGUF does not mark them end-of-generation
+    stop_tokens: frozenset[int] = frozenset()
 
     @property
     def needed(self) -> bool:
@@ -58,7 +66,8 @@ class ChoiceGuide:
         self.plan = plan
         self.parser = OutputParser(index, syntax=plan.syntax, reasoning=plan.reasoning,
                                    tool_names=plan.tool_names, freeform=plan.freeform,
-                                   start_in_reasoning=plan.start_in_reasoning)
+                                   start_in_reasoning=plan.start_in_reasoning,
+                                   markup=plan.markup, schemas=plan.schemas)
         self._active: TokenConstraint | None = None
         self._forced_active = False
         self.broken: InvalidRequest | None = None  # the active grammar broke
@@ -75,9 +84,20 @@ class ChoiceGuide:
         return self._active is not None
 
     def mask(self, logits: np.ndarray) -> None:
-        """Forbid, in this logits row, every token the active grammar rejects."""
-        if self._active is not None:
-            self._active.apply(logits)
+        """Forbid, in this logits row, every token the active grammar rejects. A grammar
+        that allows no token at all is broken: the choice must not sample on and end
+        as if it had finished (it would pick the end of the text)."""
+        active = self._active
+        if active is not None and not active.apply(logits):
+            self._active = None
+            self.broken = self._dead_end()
+
+    def _dead_end(self) -> InvalidRequest:
+        param = self.plan.forced_param if self._forced_active else "tools"
+        log.warning("a grammar allowed no token mid-answer (%s)", param)
+        return InvalidRequest("The output could not be kept to the request's schema: its "
+                              "grammar allows no next token (does the schema admit any "
+                              "value at all?).", param=param, code="invalid_schema")
 
     def allows(self, token: int) -> bool:
         return self._active is None or self._active.allows(token)
