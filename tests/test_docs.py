@@ -66,3 +66,16 @@ def test_no_page_has_lines_too_long_to_read():
     long = [f"{page.relative_to(ROOT)}:{n}" for page in pages
             for n, line in enumerate(page.read_text().splitlines(), 1) if len(line) > LINE_LIMIT]
     assert not long, f"lines over {LINE_LIMIT} characters: {long}"
+
+
+def test_the_files_the_pages_name_exist():
+    """A module the docs name (`server/calls/drain.py`, `bench/speculative.py`) is there:
+    a move or a rename that leaves a page behind fails here."""
+    known = {str(path.relative_to(ROOT)) for folder in ("src", "tests", "bench", "examples", "docs")
+             for path in (ROOT / folder).rglob("*.py")}
+    missing = set()
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for name in re.findall(r"`([\w./-]+/[\w-]+\.py)(?:::[\w.]+)?[`\s]", page.read_text()):
+            if not any(path == name or path.endswith("/" + name) for path in known):
+                missing.add(f"{page.relative_to(ROOT)}: {name}")
+    assert not missing, sorted(missing)

@@ -48,8 +48,6 @@ FLOORS = "the server's floors"
     ("dialects/bad.py", "from parlance.models import gguf", DOWN),
     ("dialects/bad.py", "from parlance.engines.llamacpp import engine", NEUTRAL),
     ("dialects/bad.py", "from parlance.engines.parsing import syntax", NEUTRAL),
-    ("dialects/anthropic/bad.py", "from parlance.dialects.openai import tools",
-     "no dialect imports another"),
     ("server/bad.py", "from parlance.engines.upstream import Fleet",
      "the server never imports an engine's implementation"),
     ("console/bad.py", "import parlance.config", DOWN),

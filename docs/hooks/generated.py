@@ -6,7 +6,8 @@ Markdown built from the running code:
 - `endpoints`: every HTTP route the server serves, from its own `/openapi.json` (an app
   on the scripted fake engine, asked in process: the document is built from the route
   table, so a new route appears here by itself), plus the WebSocket routes;
-- `flags`: every `parlance serve` flag with its environment variable, default and help.
+- `flags`: every `parlance serve` flag with its environment variable, default and help,
+  from the `ServeConfig` fields the flags are generated from (`parlance.cli.reference`).
 
 A route whose path no page documents, or a marker nobody knows, is a warning, and
 `mkdocs build --strict` (in `make check`) fails on it.
@@ -14,12 +15,11 @@ A route whose path no page documents, or a marker nobody knows, is a warning, an
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +141,7 @@ def _answers(operation: dict[str, Any]) -> str:
 
 
 def _summary(text: str) -> str:
-    """The first clause of an operation's summary, safe in a table cell."""
+    """An operation's summary (its dialect's or route's own words), safe in a table cell."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -156,11 +156,14 @@ def endpoints_markdown(here: str) -> str:
             tag = (op.get("tags") or ["Server"])[0]
             rows.setdefault(tag, []).append((method.upper(), path, _summary(op["summary"]),
                                              _answers(op)))
-    for route in app.router.routes:
+    for route in app.router.routes:  # no OpenAPI form: each shares a POST route's path
         if isinstance(route, WebSocketRoute):
-            rows.setdefault("OpenAI", []).append(
-                ("WebSocket", route.path, "Responses' WebSocket mode (`response.create` "
-                 "messages answered with the stream's events)", "JSON messages"))
+            post = document["paths"].get(route.path, {}).get("post", {})
+            tag = (post.get("tags") or ["Server"])[0]
+            rows.setdefault(tag, []).append(
+                ("WebSocket", route.path, f"WebSocket mode of `POST {route.path}`: "
+                 "requests as messages, each answered with its stream's events",
+                 "JSON messages"))
     # `/v1/x` and its alias `/x` (as llama.cpp allows) are one row
     lines: list[str] = []
     for tag in sorted(rows, key=lambda t: (t == "Server", t)):
@@ -189,55 +192,11 @@ def endpoints_markdown(here: str) -> str:
 # ---- flags --------------------------------------------------------------------------
 
 def flags_markdown(here: str) -> str:
-    try:  # the `cli/` package: rows from the ServeConfig fields the flags come from
-        from parlance.cli.reference import flags_markdown as from_fields
-    except ImportError:
-        return _flags_from_parser()
+    """The rows `parlance.cli.reference` makes from the `ServeConfig` fields the flags
+    themselves are generated from."""
+    from parlance.cli.reference import flags_markdown as from_fields
+
     return str(from_fields())
-
-
-def _serve_parser() -> argparse.ArgumentParser:
-    from parlance import cli
-
-    parser = cli._parser()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices["serve"]
-    raise RuntimeError("parlance's parser has no serve command")
-
-
-def _rows(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, str, str]]:
-    for action in parser._actions:
-        if isinstance(action, argparse._HelpAction) or not action.option_strings:
-            continue
-        flag = " / ".join(action.option_strings)
-        text = action.help or ""
-        env = ""
-        default = ""
-        bracket = re.search(r"\s*\[([^\]]*)\]\s*$", text)
-        if bracket:  # "[default X; env PARLANCE_Y]", added by cli._parser
-            text = text[: bracket.start()]
-            for part in bracket.group(1).split(";"):
-                part = part.strip()
-                if part.startswith("env "):
-                    env = part.removeprefix("env ").strip()
-                elif part.startswith("default "):
-                    default = part.removeprefix("default ").strip()
-        yield flag, env, default, text % {"default": action.default} if "%(" in text else text
-
-
-def _cell(text: str) -> str:
-    for raw, safe in (("|", "\\|"), ("*", "\\*"), ("<", "&lt;"), ("\n", " ")):
-        text = text.replace(raw, safe)
-    return text
-
-
-def _flags_from_parser() -> str:
-    lines = ["| flag | environment | default | what it does |", "|---|---|---|---|"]
-    for flag, env, default, text in _rows(_serve_parser()):
-        lines.append(f"| `{flag}` | {f'`{env}`' if env else ''} | "
-                     f"{f'`{default}`' if default else ''} | {_cell(text)} |")
-    return "\n".join(lines) + "\n"
 
 
 GENERATORS: dict[str, Callable[[str], str]] = {

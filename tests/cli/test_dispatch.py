@@ -157,3 +157,16 @@ def test_every_command_names_what_runs_it():
         assert callable(sub.get_default("run")), name
         if name not in ("serve", "chat"):  # what each asks of a server (models: --url)
             assert callable(sub.get_default("ask")), name
+
+
+def test_serve_with_a_data_dir_it_cannot_write_says_so_in_one_line(tmp_path, monkeypatch,
+                                                                    capsys):
+    """Issue 39: a read-only --data-dir ended `serve` with a traceback. (A gateway, so
+    nothing loads first; the data directory goes through a file.)"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("")
+    assert main(["serve", "--upstream", "http://127.0.0.1:9", "--data-dir",
+                 str(tmp_path / "file" / "data")]) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    assert "cannot open the response store" in captured.out + captured.err

@@ -11,6 +11,7 @@ otherwise (`dialects/*/errors.py`).
     ├── AuthenticationFailed    missing or wrong API key
     ├── Forbidden               a browser request from a foreign origin or for a foreign host
     ├── ModelNotFound           no model by that id or alias
+    ├── ModelUnusable           the model's file cannot be loaded (422)
     ├── RouteNotFound           no such endpoint
     ├── ResourceNotFound        no stored object by that id
     ├── MethodNotAllowed        the endpoint exists, not with this method
@@ -82,6 +83,15 @@ class ModelNotFound(ParlanceError):
             code="model_not_found",
         )
         self.model = model
+
+
+class ModelUnusable(ParlanceError):
+    """The model exists, and its file is no model llama.cpp can load (truncated, corrupt,
+    an architecture it does not know): the request names a model this server cannot
+    run. The message never names a path on the server (the log does)."""
+
+    kind = "model_unusable"
+    status = 422
 
 
 class RouteNotFound(ParlanceError):

@@ -11,7 +11,13 @@ import logging
 import time
 from collections.abc import Callable
 
-from parlance.core.errors import EngineFailure, ModelNotFound, Overloaded, ParlanceError
+from parlance.core.errors import (
+    EngineFailure,
+    ModelNotFound,
+    ModelUnusable,
+    Overloaded,
+    ParlanceError,
+)
 from parlance.engines.base import Engine
 from parlance.models.load_plan import (
     LoadDefaults,
@@ -120,10 +126,15 @@ class Loading:
         try:
             engine = await asyncio.to_thread(self._loader, spec, plan,  # type: ignore[arg-type]
                                              on_progress)
+        except ModelUnusable as exc:
+            raise ModelUnusable(f"The model '{spec.id}' cannot be used: {exc.message}",
+                                param="model", code=exc.code) from None
         except ParlanceError:
             raise
-        except Exception as exc:
-            raise EngineFailure(f"Could not load the model '{spec.id}': {exc}",
+        except Exception as exc:  # its text may name server paths: the log has it
+            log.exception("could not load the model %s", spec.id)
+            raise EngineFailure(f"Could not load the model '{spec.id}' "
+                                f"({type(exc).__name__}; the server log has the details).",
                                 code="model_load_failed") from exc
         seconds = time.perf_counter() - started
         model = ServedModel(spec, engine, int(time.time()), size, jit, seconds,

@@ -18,6 +18,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from parlance.core.errors import Unavailable
 from parlance.core.stored import RESPONSE, StoredResponse
 
 SCHEMA = """
@@ -36,15 +37,43 @@ DEFAULT_RETENTION = 10_000
 
 class ResponseStore:
     def __init__(self, path: Path | None = None, *, retention: int = DEFAULT_RETENTION):
+        """Raises `Unavailable` (one line, naming the file and why) where the file cannot
+        be opened for writing: a read-only data directory, a path through a file, no
+        permission; the server cannot start without it."""
         self.path = path
         self.retention = retention
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False,
-                                   isolation_level=None)
-        if path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        db = None
+        try:
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            db = self._db = sqlite3.connect(str(path) if path else ":memory:",
+                                            check_same_thread=False, isolation_level=None)
+            if path is not None:
+                db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(SCHEMA)
+            self._migrate()
+            self._try_a_write()
+        except (OSError, sqlite3.Error) as exc:
+            if db is not None:
+                db.close()
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise Unavailable(f"cannot open the response store {path}: {reason} (is the "
+                              "data directory writable? parlance serve --data-dir)",
+                              code="store_unavailable") from None
+
+    def _try_a_write(self) -> None:
+        """A row written and taken back: a store this server may only read would fail
+        every response it stores later, each a 500."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("INSERT OR REPLACE INTO responses (id, created_at, response, context) "
+                       "VALUES ('', 0, '', '')")
+        finally:
+            db.execute("ROLLBACK")
+
+    def _migrate(self) -> None:
+        """Columns a store written by an earlier version lacks."""
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         if "kind" not in columns:  # a store written before chats were stored
             self._db.execute("ALTER TABLE responses ADD COLUMN kind TEXT NOT NULL "
@@ -66,6 +95,17 @@ class ResponseStore:
             self._db.execute(
                 "DELETE FROM responses WHERE id NOT IN "
                 "(SELECT id FROM responses ORDER BY created_at DESC LIMIT ?)", (self.retention,))
+
+    def update(self, record: StoredResponse) -> bool:
+        """Replace a response stored while it ran; False (nothing stored) when it is no
+        longer there: deleted meanwhile, so it stays deleted."""
+        with self._db:
+            cursor = self._db.execute(
+                "UPDATE responses SET response = ?, context = ?, pending = ? "
+                "WHERE id = ? AND kind = ?",
+                (json.dumps(record.response), json.dumps(record.context),
+                 int(record.pending), record.id, record.kind))
+        return cursor.rowcount > 0
 
     def get(self, response_id: str, kind: str = RESPONSE) -> StoredResponse | None:
         row = self._db.execute("SELECT response, context, pending FROM responses "

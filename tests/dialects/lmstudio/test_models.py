@@ -130,7 +130,9 @@ async def test_a_load_that_fails_ends_its_stream_with_the_error():
                                    json={"model": "acme/cold-model"})
     assert response.status_code == 200  # the stream had begun
     events = checked_load_events(response.text)
-    assert events[-1][0] == "error" and "the file is corrupt" in events[-1][1]["error"]["message"]
+    message = events[-1][1]["error"]["message"]
+    # the loader's own words stay in the log (they may name server paths)
+    assert events[-1][0] == "error" and "acme/cold-model" in message and "corrupt" not in message
 
 
 async def test_chat_loads_a_cold_model_and_reports_it(client, loader):
@@ -190,7 +192,7 @@ async def test_a_failed_load_ends_the_stream_by_contract():
         events = checked_events((await client.post(CHAT, json={
             "model": "acme/cold-model", "input": "hi", "stream": True})).text)
         error = dict(events)["error"]["error"]
-        assert error["type"] == "internal_error" and "corrupt" in error["message"]
+        assert error["type"] == "internal_error" and "RuntimeError" in error["message"]
         assert [n for n, _ in events][-2:] == ["error", "chat.end"]
         response = await client.post(CHAT, json={"model": "acme/cold-model", "input": "hi"})
         assert response.status_code == 500

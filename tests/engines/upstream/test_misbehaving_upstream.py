@@ -98,6 +98,12 @@ class Misbehaving:
         if self.mode in ("headers_only", "endless"):
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
+        if self.mode == "malformed":  # an answer, whole, that is no stream of chunks
+            body = b"data: {not json\n\n"
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         b"content-length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+            return
         if self.mode in ("endless_arguments", "endless_calls"):
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
@@ -276,3 +282,24 @@ async def test_arguments_past_the_bound_fail_their_stream_and_its_connection(dia
         assert whole.status_code == 502, whole.text[:300]
         assert "--upstream-max-event-mb" in whole.text
         await until(lambda: upstream.closed == 2, "the gateway closed the upstream connections")
+
+
+async def test_one_malformed_answer_fails_its_request_not_the_replica():
+    """Issue 39: one bad reply ejected the only replica; every request after it was
+    refused without reaching the upstream."""
+    with Misbehaving("malformed") as upstream:
+        fleet = upstream_fleet(upstream.url)
+        app, served = gateway(fleet)
+        await served.start()
+        try:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://gateway", timeout=PATIENCE) as http:
+                path, body, _ = DIALECTS["chat"]
+                first = await http.post(path, json={**body, "stream": True})
+                assert "upstream_disconnected" in first.text, first.text
+                assert fleet.replicas[0].healthy
+                second = await http.post(path, json={**body, "stream": True})
+                assert "upstream_disconnected" in second.text, second.text
+        finally:
+            await served.aclose()
+    assert upstream.requests == 2  # the second reached the replica too

@@ -267,13 +267,15 @@ def _smollm2_gguf() -> Path:
 
 
 @contextlib.contextmanager
-def llama_server(port: int | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def llama_server(port: int | None = None, model: Path | None = None
+                 ) -> Iterator[subprocess.Popen[bytes]]:
     from tests.support.llama_cpp_programs import require
 
     binary = require("llama-server")
     port = port or free_port()
     proc = subprocess.Popen(
-        [str(binary), "-m", str(_smollm2_gguf()), "--host", "127.0.0.1", "--port", str(port),
+        [str(binary), "-m", str(model or _smollm2_gguf()), "--host", "127.0.0.1",
+         "--port", str(port),
          "-np", "2", "-c", "4096", "-t", "1", "--metrics", "--slots", "--jinja",
          "-a", MODEL], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc.port = port  # type: ignore[attr-defined]
@@ -314,9 +316,10 @@ async def test_llama_server_replicas_stream_fail_over_and_stop_with_the_client()
                 "messages": [{"role": "user", "content": "Write a haiku about the sea."}]})
             assert messages["content"][0]["text"] == expected["content"]
 
-            # tool_choice "required": a call valid for the tool, or a 502 — never the
-            # replica's plain text relayed as an answer
-            forced = chat_body("Weather in Paris?", max_tokens=60, tool_choice="required",
+            # tool_choice "required": a call valid for the tool — never the replica's
+            # plain text relayed as an answer; a replica that leaves the call unmade is
+            # asked again with the call as structured output, which llama-server holds
+            forced = chat_body("Weather in Paris?", max_tokens=200, tool_choice="required",
                                tools=[{"type": "function", "function": {
                                    "name": "get_weather", "parameters": {
                                        "type": "object", "required": ["city"],
@@ -324,15 +327,10 @@ async def test_llama_server_replicas_stream_fail_over_and_stop_with_the_client()
             async with httpx.AsyncClient(base_url=url(one), timeout=PATIENCE) as direct:
                 plain = (await direct.post(CHAT, json=forced)).json()["choices"][0]["message"]
             relayed = await gw.client.post(CHAT, json=forced)
-            if relayed.status_code == 200:
-                call = relayed.json()["choices"][0]["message"]["tool_calls"][0]["function"]
-                assert call["name"] == "get_weather"
-                assert isinstance(json.loads(call["arguments"])["city"], str)
-            else:
-                assert relayed.status_code == 502, relayed.text
-                assert relayed.json()["error"]["code"] == "tool_choice_unmet"
-            if not plain.get("tool_calls"):
-                assert relayed.status_code == 502
+            assert relayed.status_code == 200, (plain, relayed.text)
+            call = relayed.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+            assert call["name"] == "get_weather"
+            assert isinstance(json.loads(call["arguments"])["city"], str)
 
             # affinity and the replica's cache: the second turn reuses the first's prompt
             history = [{"role": "user", "content": "Name a fruit."}]
@@ -405,3 +403,43 @@ async def test_llama_server_counts_with_its_own_tokenizer():
                         usage["prompt_tokens"]
         finally:
             await upstream_fleet.aclose()
+
+
+@pytest.mark.peers
+async def test_llama_server_holds_a_forced_call_sent_as_structured_output():
+    """What the upstream engine sends when a replica left a forced call unmade
+    (`wire.structured_call`), to llama-server over a tiny Qwen3 GGUF with random weights:
+    only the grammar llama-server builds from the schema can make its answer a valid
+    call of one of the tools."""
+    from parlance.core.messages import Message
+    from parlance.core.request import ChatInput, GenerationRequest
+    from parlance.core.tools import ToolChoice, ToolSpec
+    from parlance.engines.upstream.chunks import ChoiceMapper
+    from parlance.engines.upstream.tool_contract import ToolContract
+    from parlance.engines.upstream.wire import structured_call, sub_requests
+    from tests.support.family_gguf import QWEN3, family_gguf
+
+    city = {"type": "object", "required": ["city", "days"], "additionalProperties": False,
+            "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]},
+                           "days": {"type": "integer", "minimum": 1, "maximum": 7}}}
+    request = GenerationRequest(
+        model=MODEL, prompts=(ChatInput((Message("user", "Weather in Paris?"),)),),
+        max_tokens=200, tools=(ToolSpec("get_weather", "", city),
+                               ToolSpec("get_time", "", {"type": "object", "properties": {
+                                   "zone": {"type": "string", "enum": ["UTC"]}},
+                                   "required": ["zone"], "additionalProperties": False})),
+        tool_choice=ToolChoice("required"))
+    (sub,) = sub_requests(request, MODEL)
+    retry = structured_call(sub)
+    assert retry is not None
+    with llama_server(model=family_gguf(QWEN3)) as proc:
+        async with httpx.AsyncClient(base_url=url(proc), timeout=PATIENCE) as direct:
+            response = await direct.post(retry.path, json={**retry.body, "temperature": 0})
+    assert response.status_code == 200, response.text
+    mapper = ChoiceMapper(0, structured=True, contract=ToolContract.of(request))
+    events = []
+    for frame in sse_data(response.text):
+        if isinstance(frame, dict):
+            events += mapper.feed(frame)  # a broken promise would raise StreamError
+    names = [e.name for e in events if type(e).__name__ == "ToolCallStart"]
+    assert len(names) == 1 and names[0] in ("get_weather", "get_time")

@@ -155,9 +155,79 @@ async def test_a_named_tool_is_asked_for_alone_and_another_call_is_refused(repli
     named = {"type": "function", "function": {"name": "get_weather"}}
     response = await client.post("/v1/chat/completions", json=chat(named))
     assert response.status_code == 502
-    sent = engine.requests[-1]
-    assert [t.name for t in sent.tools] == ["get_weather"]
-    assert sent.tool_choice.mode == "required"
+    asked, again = engine.requests[-2:]
+    assert [t.name for t in asked.tools] == ["get_weather"]
+    assert asked.tool_choice.mode == "required"
+    assert not again.tools and again.response_format is not None  # the structured retry
+
+
+STRUCTURED_CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+
+
+async def test_a_call_left_unmade_is_asked_again_as_structured_output(replica):
+    """The replica ignores tool_choice (prose) but holds a JSON Schema: the call comes
+    back from the schema, and the prose never reaches the client."""
+    client, engine = replica
+    script(engine, PROSE)
+    script(engine, STRUCTURED_CALL)
+    response = await client.post("/v1/chat/completions", json=chat("required"))
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    (call_,) = choice["message"]["tool_calls"]
+    assert call_["function"]["name"] == "get_weather"
+    assert json.loads(call_["function"]["arguments"]) == {"city": "Paris"}
+    assert choice["finish_reason"] == "tool_calls"
+    assert not choice["message"].get("content")
+    again = engine.requests[-1]
+    assert not again.tools
+    assert again.response_format.kind == "json_schema" and again.response_format.strict
+    branches = again.response_format.schema["anyOf"]
+    assert [b["properties"]["name"]["const"] for b in branches] == ["get_weather", "get_time"]
+    assert branches[0]["properties"]["arguments"] == WEATHER
+    system = again.prompts[0].messages[0]
+    assert system.role == "system" and "get_weather" in system.content
+
+
+async def test_a_structured_call_streams_in_every_dialect(replica):
+    client, engine = replica
+    script(engine, PROSE)
+    script(engine, STRUCTURED_CALL)
+    streamed = await client.post("/v1/chat/completions", json=chat("required", stream=True))
+    frames = [f for f in sse_data(streamed.text) if isinstance(f, dict)]
+    deltas = [f["choices"][0]["delta"] for f in frames if f.get("choices")]
+    assert not any(d.get("content") for d in deltas)
+    assert [c["function"]["name"] for d in deltas for c in d.get("tool_calls") or ()
+            if c["function"].get("name")] == ["get_weather"]
+    assert frames[-1]["choices"][0]["finish_reason"] == "tool_calls" or any(
+        f["choices"][0].get("finish_reason") == "tool_calls" for f in frames if f.get("choices"))
+    script(engine, PROSE)
+    script(engine, STRUCTURED_CALL)
+    message = await client.post("/v1/messages", json={
+        "model": MODEL, "max_tokens": 50, "messages": ASK,
+        "tools": [{"name": "get_weather", "input_schema": WEATHER}],
+        "tool_choice": {"type": "tool", "name": "get_weather"}})
+    assert message.status_code == 200, message.text
+    (use,) = [b for b in message.json()["content"] if b["type"] == "tool_use"]
+    assert use["input"] == {"city": "Paris"}
+    assert engine.requests[-1].response_format.schema["properties"]["name"]["const"] \
+        == "get_weather"  # a named tool: one branch
+    script(engine, PROSE)
+    script(engine, STRUCTURED_CALL)
+    responses = await client.post("/v1/responses", json={
+        "model": MODEL, "input": "Weather in Paris?", "tool_choice": "required",
+        "tools": [{"type": "function", "name": "get_weather", "parameters": WEATHER}]})
+    assert responses.status_code == 200, responses.text
+    (item,) = [i for i in responses.json()["output"] if i["type"] == "function_call"]
+    assert json.loads(item["arguments"]) == {"city": "Paris"}
+
+
+async def test_a_structured_answer_that_breaks_the_schema_is_refused(replica):
+    client, engine = replica
+    script(engine, PROSE)
+    script(engine, '{"name": "get_weather", "arguments": {"town": "Paris"}}')
+    response = await client.post("/v1/chat/completions", json=chat("required"))
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "tool_choice_unmet"
 
 
 async def test_a_kept_promise_is_relayed(replica):

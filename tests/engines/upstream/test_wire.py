@@ -173,3 +173,41 @@ def test_a_named_tool_is_required_from_that_tool_alone():
         _, body = request_body(chat(tools=tools, tool_choice=choice), CHAT, "m")
         assert [t["function"]["name"] for t in body["tools"]] == offered
         assert body.get("tool_choice") == sent
+
+
+def test_a_forced_call_asked_again_as_structured_output():
+    from parlance.core.tools import ResponseFormat, ToolChoice, ToolSpec
+    from parlance.engines.upstream.wire import structured_call, sub_requests
+
+    city = {"type": "object", "properties": {"city": {"type": "string"}}}
+    tools = (ToolSpec("get_weather", "The forecast", city), ToolSpec("ns.lookup"))
+    messages = (Message("system", "Be brief."), Message("user", "Weather?"))
+    request = GenerationRequest(model="m", prompts=(ChatInput(messages),), tools=tools,
+                                tool_choice=ToolChoice("required"),
+                                parallel_tool_calls=False)
+    (sub,) = sub_requests(request, "up")
+    retry = structured_call(sub)
+    assert retry is not None and (retry.path, retry.index) == (sub.path, sub.index)
+    body = retry.body
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(body)
+    schema = body["response_format"]["json_schema"]["schema"]
+    names = [b["properties"]["name"]["const"] for b in schema["anyOf"]]
+    assert names == ["get_weather", sub.body["tools"][1]["function"]["name"]]  # as sent
+    assert schema["anyOf"][0]["properties"]["arguments"] == city
+    system, user = body["messages"]
+    assert system["content"].startswith("Be brief.\n\nCall one of these tools")
+    assert '"The forecast"' in system["content"] and user == sub.body["messages"][1]
+    named = GenerationRequest(model="m", prompts=(ChatInput(messages[1:]),), tools=tools,
+                              tool_choice=ToolChoice("named", "get_weather"))
+    (one,) = sub_requests(named, "up")
+    body = structured_call(one).body
+    assert body["response_format"]["json_schema"]["schema"]["properties"]["name"] == {
+        "const": "get_weather"}
+    assert body["messages"][0]["role"] == "system"
+    # nothing to ask so: a format of the request's own, or no chat prompt
+    formatted = GenerationRequest(model="m", prompts=(ChatInput(messages),), tools=tools,
+                                  tool_choice=ToolChoice("required"),
+                                  response_format=ResponseFormat("json_object"))
+    assert structured_call(sub_requests(formatted, "up")[0]) is None
+    text = GenerationRequest(model="m", prompts=(TextInput(text="hi"),))
+    assert structured_call(sub_requests(text, "up")[0]) is None

@@ -39,7 +39,8 @@ class GenerateCall(Call):
 
 
 class GenerateContent:
-    """`:generateContent`, or with `streaming` `:streamGenerateContent`."""
+    """Gemini's `:generateContent` (one answer), or with `streaming`
+    `:streamGenerateContent` (SSE with `?alt=sse`, else one JSON array)."""
 
     framing: Framing = "sse"
     body_model = GenerateContentRequest

@@ -114,7 +114,8 @@ def _context(call: OllamaCall, served: CallFacts, completion: Completion) -> lis
 
 
 class OllamaChat(_Ollama):
-    """`POST /api/chat`."""
+    """Ollama's chat (`POST /api/chat`): messages in, NDJSON lines out unless `stream`
+    is false."""
 
     body_model = ChatRequest
 

@@ -80,7 +80,7 @@ class _Errors:
 
 
 class OllamaEmbed(_Errors):
-    """`POST /api/embed`."""
+    """Ollama's embeddings (`POST /api/embed`): a string or a list in, `embeddings` out."""
 
     body_model = EmbedBody
 

@@ -19,12 +19,13 @@ import llama_cpp
 import llama_cpp._logger
 import numpy as np
 
-from parlance.core.errors import EngineFailure, Unavailable
+from parlance.core.errors import EngineFailure, ModelUnusable, Unavailable
 from parlance.engines.llamacpp import invariant_attention
 from parlance.engines.llamacpp.logits import LogitsRows
 from parlance.engines.llamacpp.rpc import RpcServers
 
 llama_cpp._logger.logger.setLevel(logging.ERROR)
+log = logging.getLogger("parlance.engine")
 
 ProgressCallback = Callable[[float], None]
 T = TypeVar("T")
@@ -127,8 +128,11 @@ class LlamaModel:
             self.rpc.before_load()
             self.rpc.offload(params)
         model = self._remote(llama_cpp.llama_model_load_from_file, str(path).encode(), params)
-        if not model:
-            raise EngineFailure(f"llama.cpp could not load the model file {path}")
+        if not model:  # its reason went to the log (llama.cpp's); the path stays there
+            log.error("llama.cpp could not load the model file %s", path)
+            raise ModelUnusable("llama.cpp could not load its file (truncated or corrupt, or "
+                                "an architecture this build does not know; the server log "
+                                "names the file)", code="model_unusable")
         if self.rpc is not None:
             self.rpc.loaded()
         return model

@@ -130,10 +130,13 @@ class Preparation:
         return self.model.tokenize(marker, add_special=False, parse_special=True)
 
     def _literal(self, marker: str) -> str:
-        """A syntax marker in a grammar: by token id when it is one special token."""
+        """A syntax marker in a grammar: by token id when it is one special token, to
+        llama.cpp (a control token) or to llguidance, which takes a user-defined token
+        spelled `<...>` (Qwen's `<tool_call>`) for a special one no text can spell."""
         ids = self.model.tokenize(marker, add_special=False, parse_special=True)
-        if len(ids) == 1 and ids != self.model.tokenize(marker, add_special=False,
-                                                         parse_special=False):
+        if len(ids) == 1 and (self.tokenizer.is_special_token(ids[0])
+                              or ids != self.model.tokenize(marker, add_special=False,
+                                                            parse_special=False)):
             return f"<[{ids[0]}]>"
         return quoted(marker)
 

@@ -7,13 +7,15 @@ non-ASCII text) and the OpenAI-shaped message dicts they expect.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from jinja2 import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
@@ -54,13 +56,50 @@ def _arguments(call: ToolCall) -> Any:
         return call.arguments
 
 
+def _arguments_text(call: ToolCall) -> str:
+    """For templates that write arguments as they are (Functionary v3.2): JSON text."""
+    if call.freeform:
+        return json.dumps({FREEFORM_FIELD: call.arguments}, ensure_ascii=False)
+    return call.arguments
+
+
+def _short_id(call_id: str) -> str:
+    """A call id as Mistral's templates demand it (nine letters or digits), the same
+    for a call and its result."""
+    if len(call_id) == 9 and call_id.isascii() and call_id.isalnum():
+        return call_id
+    return hashlib.sha256(call_id.encode()).hexdigest()[:9]
+
+
+class _TemplateEnvironment(ImmutableSandboxedEnvironment):
+    """Hugging Face's sandbox, plus `append`, `pop` and `extend` on lists, which
+    templates use to build lists of their own (Kimi K2's queue of call ids); llama.cpp's
+    renderer allows them too. Every render gets its own copies of its inputs, so no
+    change outlives the render."""
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        if isinstance(obj, list) and attr in ("append", "pop", "extend"):
+            return SandboxedEnvironment.is_safe_attribute(self, obj, attr, value)
+        return super().is_safe_attribute(obj, attr, value)
+
+
+# What a template is asked to render once at load, to learn how it wants a conversation
+# with calls: arguments as an object or as text, and call ids as sent or Mistral's.
+_PROBE_ARGUMENT = "parlance_probe_value"
+_PROBE = (Message("user", "?"),
+          Message("assistant", "", tool_calls=(
+              ToolCall("call_parlance_probe", "probe", json.dumps({"q": _PROBE_ARGUMENT})),)),
+          Message("tool", "ok", tool_call_id="call_parlance_probe"))
+
+
 class ChatTemplate:
     """A model's chat template and what it can do: whether it renders `tools`, which
     call syntax it teaches, its reasoning markers and the switch that turns
     thinking on and off (`enable_thinking`, or `reasoning_effort` levels)."""
 
     def __init__(self, source: str | None, *, bos_token: str, eos_token: str) -> None:
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env = _TemplateEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                   extensions=["jinja2.ext.loopcontrols"])
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
@@ -73,18 +112,48 @@ class ChatTemplate:
         self.reasoning = reasoning_for_template(self.source)
         self.thinking_switch = next(
             (name for name in ("enable_thinking", "reasoning_effort") if name in self.source), None)
+        self._arguments: Callable[[ToolCall], Any] = _arguments
+        self._short_ids = False
+        if self.supports_tools:
+            self._learn_call_shape()
+
+    def _learn_call_shape(self) -> None:
+        """Render a call and its result the ways templates take them (as llama.cpp's
+        renderer probes a template's capabilities) and keep the first that renders with
+        the call's argument in it; none: the default, whose errors name the request."""
+        for arguments, short_ids in ((_arguments, False), (_arguments_text, False),
+                                     (_arguments, True), (_arguments_text, True)):
+            self._arguments, self._short_ids = arguments, short_ids
+            try:
+                if _PROBE_ARGUMENT in self.render(_PROBE):
+                    return
+            except InvalidRequest:
+                continue
+        self._arguments, self._short_ids = _arguments, False
+
+    def _message(self, message: Message) -> dict[str, Any]:
+        out = openai_message(message, self._arguments)
+        if self._short_ids:
+            for call in out.get("tool_calls", ()):
+                call["id"] = _short_id(call["id"])
+            if message.tool_call_id is not None:
+                out["tool_call_id"] = _short_id(message.tool_call_id)
+        return out
 
     def render(self, messages: Sequence[Message], **extra: Any) -> str:
         try:
             return self._template.render(
-                messages=[openai_message(m, _arguments) for m in messages],
+                messages=[self._message(m) for m in messages],
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,
-                **extra,
+                **copy.deepcopy(extra),
             )
         except InvalidRequest:
             raise
-        except TemplateError as exc:
+        except (TemplateError, TypeError, ValueError, KeyError, AttributeError,
+                IndexError, ArithmeticError, RecursionError) as exc:
+            # a template is a program: whatever it raises on this conversation is the
+            # conversation's refusal, never the server's failure
             raise InvalidRequest(f"The chat template could not render the messages: {exc}",
                                  param="messages") from exc

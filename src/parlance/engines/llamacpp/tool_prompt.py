@@ -86,8 +86,16 @@ def _spelled(message: Message) -> Message:
 
 
 def with_builtin_tools(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Message]:
-    """The conversation with tools described and calls spelled as text."""
-    out = [_spelled(m) for m in messages]
+    """The conversation with tools described and calls spelled as text. Results of
+    calls made together go in one user turn, as Hermes' own templates group them:
+    templates that demand alternating roles (Gemma's) refuse two user turns in a row."""
+    out: list[Message] = []
+    for before, message in zip((None, *messages), messages, strict=False):
+        spelled = _spelled(message)
+        if message.role == "tool" and before is not None and before.role == "tool":
+            out[-1] = replace(out[-1], content=f"{out[-1].content}\n{spelled.content}")
+        else:
+            out.append(spelled)
     if not tools:
         return out
     prompt = describe_tools(tools)

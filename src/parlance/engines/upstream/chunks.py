@@ -88,13 +88,22 @@ class ChoiceMapper:
                  freeform: frozenset[str] = frozenset(),
                  names: dict[str, str] | None = None,
                  contract: ToolContract | None = None,
-                 max_arguments: int = MAX_CALL_ARGUMENTS) -> None:
+                 max_arguments: int = MAX_CALL_ARGUMENTS, structured: bool = False) -> None:
         """`contract`: what tool_choice promises, checked on every event (a breach
-        is a `StreamError`); `max_arguments`: one call's bound, in characters."""
+        is a `StreamError`); until a call begins, text and reasoning are held back, so
+        an answer that breaks it has sent nothing and can be asked for again.
+        `max_arguments`: one call's bound, in characters. `structured`: the answer is a
+        forced call asked for as structured output (`wire.structured_call`), whose
+        JSON content becomes the call."""
         self.index = index
         self._max_arguments = max_arguments
         self._arguments = 0  # characters of every call's arguments so far
         self._contract = contract
+        self.structured = structured
+        self._answer: list[str] = []  # structured: the JSON content so far
+        self._answered = 0  # its characters
+        self._held: list[Event] | None = []  # before a contract's call; None: released
+        self._holding = 0  # characters held
         self._stops = stops
         self._freeform = freeform
         self._names = names or {}  # tool names as sent upstream → as the request has them
@@ -130,15 +139,33 @@ class ChoiceMapper:
                 self._choice(choice, events)
         return self._kept(events)
 
+    def constrained(self) -> ChoiceMapper:
+        """A mapper for the same choice asked again as a structured call."""
+        return ChoiceMapper(self.index, stops=self._stops, freeform=self._freeform,
+                            names=self._names, max_arguments=self._max_arguments,
+                            structured=True,
+                            contract=self._contract.fresh() if self._contract else None)
+
     def _kept(self, events: list[Event]) -> list[Event]:
-        """`events`, unless they break the tool_choice contract."""
-        if self._contract is not None:
-            problem = self._contract.breach(events)
-            if problem:
-                raise StreamError(UpstreamFailure(
-                    f"The upstream replica broke what tool_choice requires: {problem}.",
-                    code="tool_choice_unmet"))
-        return events
+        """`events`, unless they break the tool_choice contract; under a contract, text
+        and reasoning wait for the first call."""
+        if self._contract is None:
+            return events
+        problem = self._contract.breach(events)
+        if problem:
+            raise StreamError(UpstreamFailure(
+                f"The upstream replica broke what tool_choice requires: {problem}.",
+                code="tool_choice_unmet"))
+        if self._held is None:
+            return events
+        self._holding += sum(len(e.text) for e in events
+                             if isinstance(e, TextDelta | ReasoningDelta))
+        if (any(isinstance(e, ToolCallStart) for e in events)
+                or self._holding > self._max_arguments):  # (held no further: memory)
+            held, self._held = self._held, None
+            return held + events
+        self._held.extend(events)
+        return []
 
     def _choice(self, choice: dict[str, Any], events: list[Event]) -> None:
         delta = choice.get("delta")
@@ -148,7 +175,14 @@ class ChoiceMapper:
                 self.pieces += 1
                 events.append(ReasoningDelta(reasoning, self.index))
             content = delta.get("content")
-            if content and isinstance(content, str):
+            if content and isinstance(content, str) and self.structured:
+                self.pieces += 1
+                self._answered += len(content)
+                if self._answered > self._max_arguments:
+                    raise StreamError(_too_long(f"a structured call longer than "
+                                                f"{self._max_arguments} characters"))
+                self._answer.append(content)
+            elif content and isinstance(content, str):
                 self.pieces += 1
                 events.append(TextDelta(content, self.index,
                                         _chat_logprobs(choice.get("logprobs"))))
@@ -228,8 +262,31 @@ class ChoiceMapper:
             call.held.clear()
         events.append(ToolCallEnd(self.index, call.call_index))
 
+    def _answered_call(self, events: list[Event]) -> None:
+        """A structured answer's call: `{"name", "arguments"}` as the schema asked.
+        Anything else is no call (the contract then names the breach)."""
+        try:
+            answer = json.loads("".join(self._answer))
+        except ValueError:
+            return
+        sent = answer.get("name") if isinstance(answer, dict) else None
+        if not isinstance(sent, str):
+            return
+        name = self._names.get(sent, sent)
+        arguments = json.dumps(answer.get("arguments", {}), ensure_ascii=False)
+        call = _Call(self._next_call, _call_id(), name, started=True,
+                     freeform=name in self._freeform)
+        self._calls[len(self._calls)] = call
+        self._next_call += 1
+        events.append(ToolCallStart(call.call_id, name, self.index, call.call_index))
+        events.append(ToolCallArgs(_freeform_input(arguments) if call.freeform else arguments,
+                                   self.index, call.call_index))
+        events.append(ToolCallEnd(self.index, call.call_index))
+
     def _finish(self, reason: str, choice: dict[str, Any], events: list[Event]) -> None:
         self._end_open(events)
+        if self.structured and reason != "length":
+            self._answered_call(events)
         self.finished = True
         mapped = _REASONS.get(reason, FinishReason.STOP)
         if mapped is FinishReason.STOP and any(c.started for c in self._calls.values()):

@@ -28,7 +28,7 @@ from parlance.engines.upstream.http1 import UpstreamHTTPError
 from parlance.engines.upstream.opening import Opened, Opener
 from parlance.engines.upstream.sse import DONE, SseSplitter, payloads
 from parlance.engines.upstream.tool_contract import ToolContract
-from parlance.engines.upstream.wire import SubRequest, tool_names
+from parlance.engines.upstream.wire import SubRequest, structured_call, tool_names
 
 log = logging.getLogger("parlance.upstream")
 
@@ -214,6 +214,19 @@ class UpstreamGeneration:
                      self._last - first if first is not None else None,
                      reasoning, cached_tokens=cached)
 
+    def _structured(self, opened: Opened, mapper: ChoiceMapper, exc: StreamError,
+                    produced: bool) -> SubRequest | None:
+        """The forced call a replica left unmade, asked again as structured output
+        (`wire.structured_call`): only while nothing of the answer has gone out, once."""
+        if (exc.error.code != "tool_choice_unmet" or produced or mapper.structured
+                or self._cancelled):
+            return None
+        retry = structured_call(opened.sub)
+        if retry is not None:
+            log.info("upstream %s left tool_choice unmet; asking again with the call as "
+                     "structured output", opened.replica.label)
+        return retry
+
     async def _pump(self, opened: Opened, mapper: ChoiceMapper) -> None:
         """Read one upstream stream to its end into the generation. A replica that
         breaks the stream before anything came is replaced (the opener again)."""
@@ -247,6 +260,16 @@ class UpstreamGeneration:
                 await opened.close()
                 log.warning("upstream %s failed a stream: %s %s", replica.label,
                             exc.error.message, exc.said)
+                retry = self._structured(opened, mapper, exc, produced)
+                if retry is not None:
+                    try:
+                        opened = await self._opener.open(
+                            retry, self._keys[retry.prompt], clip=self._clip)
+                    except ParlanceError as error:
+                        self._deliver([Failed(error)], generated=False)
+                        return
+                    mapper = mapper.constrained()
+                    continue
                 self._deliver([Failed(exc.error)], generated=False)
                 return
             except UpstreamHTTPError as exc:
@@ -278,7 +301,9 @@ class UpstreamGeneration:
                 return
             await opened.close()
             if not mapper.finished and not done:
-                replica.failed(at_once=True)
+                # It answered, malformed: this request fails, and the replica counts one
+                # failure (its circuit opens after several in a row, not on one reply).
+                replica.failed()
                 self._deliver([Failed(UpstreamFailure(
                     f"The upstream replica {replica.label} ended the stream before it "
                     "finished.", code="upstream_disconnected"))], generated=False)

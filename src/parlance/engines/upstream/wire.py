@@ -157,6 +157,44 @@ def _chat_extras(request: GenerationRequest) -> dict[str, Any]:
     return out
 
 
+_CALL_INSTRUCTION = (
+    "Call one of these tools now. Answer with nothing but a JSON object "
+    '{"name": <the tool\'s name>, "arguments": <its arguments>}.\n\nTools:\n')
+
+
+def structured_call(sub: SubRequest) -> SubRequest | None:
+    """`sub`'s forced call asked for as structured output instead: the tools described in
+    a system message and the answer held by a JSON Schema, one branch per tool
+    (`{"name": its name, "arguments": its parameters}`), which llama-server, vLLM and
+    SGLang enforce with a grammar where they leave `tool_choice` to the model. None
+    where there is nothing to ask so (no chat prompt, no tools) or the request already
+    holds the answer to a format of its own."""
+    body = sub.body
+    tools = body.get("tools")
+    if sub.path != CHAT_PATH or not tools or "response_format" in body:
+        return None
+    body = {k: v for k, v in body.items()
+            if k not in ("tools", "tool_choice", "parallel_tool_calls")}
+    branches = [{"type": "object",
+                 "properties": {"name": {"const": t["function"]["name"]},
+                                "arguments": t["function"]["parameters"]},
+                 "required": ["name", "arguments"], "additionalProperties": False}
+                for t in tools]
+    schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    body["response_format"] = {"type": "json_schema", "json_schema": {
+        "name": "tool_call", "schema": schema, "strict": True}}
+    described = "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in tools)
+    instruction = _CALL_INSTRUCTION + described
+    messages = list(body["messages"])
+    if messages and messages[0].get("role") == "system" and isinstance(
+            messages[0].get("content"), str):
+        messages[0] = {**messages[0], "content": f"{messages[0]['content']}\n\n{instruction}"}
+    else:
+        messages.insert(0, {"role": "system", "content": instruction})
+    body["messages"] = messages
+    return SubRequest(sub.path, body, sub.index, sub.prompt, sub.first_of_prompt)
+
+
 def safe_name(name: str) -> str:
     """A tool name as OpenAI's pattern allows it (`^[a-zA-Z0-9_-]{1,64}$`, which vLLM and
     Parlance enforce): a Responses namespace's `ns.tool` and the like are respelled, a

@@ -43,3 +43,14 @@ class Conversations:
         record = self.dialect.record(call, response)
         if record is not None:
             self.store.put(replace(record, pending=pending))
+
+    def begin(self, call: Call, response: dict[str, Any]) -> None:
+        """A streamed response as it starts (its id is the client's from the first
+        event), stored pending: it can be retrieved, and deleted, while it runs."""
+        self.keep(call, response, pending=True)
+
+    def end(self, call: Call, response: dict[str, Any]) -> None:
+        """The response `begin` stored, as it ended; one deleted meanwhile stays deleted."""
+        record = self.dialect.record(call, response)
+        if record is not None:
+            self.store.update(replace(record, pending=False))

@@ -25,6 +25,7 @@ from parlance.core.errors import ContextOverflow, ParlanceError
 from parlance.core.events import Failed
 from parlance.core.request import with_sampling_defaults
 from parlance.dialects.base import (
+    Backgrounds,
     Call,
     CallFacts,
     Dialect,
@@ -75,6 +76,9 @@ class GenerationHandler:
         self._reports_loading = isinstance(dialect, ReportsLoading)
         self._truncating: Truncating[Any] | None = (
             dialect if isinstance(dialect, Truncating) else None)
+        # the response a stream's opening frame announces, for a dialect whose responses
+        # can be retrieved (and deleted) while they run
+        self._progress = dialect.progress if isinstance(dialect, Backgrounds) else _nothing
 
     def operation(self) -> Operation:
         """What `/openapi.json` says of this route: its dialect's, with the headers."""
@@ -187,8 +191,13 @@ class GenerationHandler:
         call, conversations = started.call, started.conversations
         if encoder is None:
             encoder = self.dialect.encoder(call, started.served)
+        begun = False
         try:
             for frame in encoder.open():
+                snapshot = self._progress(frame) if conversations is not None else None
+                if snapshot is not None and not begun:  # retrievable, deletable, as it runs
+                    conversations.begin(call, snapshot)  # type: ignore[union-attr]
+                    begun = True
                 yield frame
             events = started.supervisor.events(started.generation)
             async with contextlib.aclosing(events):
@@ -202,7 +211,9 @@ class GenerationHandler:
             for frame in encoder.close():
                 yield frame
         finally:  # also when the client left mid-stream: the outcome is stored as it is
-            if conversations is not None:
+            if conversations is not None and begun:  # (unless it was deleted meanwhile)
+                conversations.end(call, outcome(encoder))
+            elif conversations is not None:
                 conversations.keep(call, outcome(encoder))
             await started.close()
 
@@ -231,3 +242,6 @@ class GenerationHandler:
             conversations.keep(call, body)
         return JSONResponse(body)
 
+
+def _nothing(frame: Frame) -> None:
+    return None

@@ -73,6 +73,12 @@ class ConnectionConversations(Conversations):
             self._recent.popitem(last=False)
         super().keep(call, response, pending=pending)
 
+    def end(self, call: Call, response: dict[str, Any]) -> None:
+        record = self._socket.remembered(call, response)
+        self._recent[record.id] = record
+        self._recent.move_to_end(record.id)
+        super().end(call, response)
+
     def failed(self, call: Call) -> None:
         """`call` was refused: the response it continued is no longer this connection's."""
         previous_id = self.dialect.previous_id(call)

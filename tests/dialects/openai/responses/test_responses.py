@@ -304,3 +304,44 @@ async def test_auto_tool_choice_with_no_tools_is_no_tool(client, fake_engine):
     required = await client.post(RESPONSES, json={**HELLO, "tools": [],
                                                   "tool_choice": "required"})
     assert required.status_code == 400 and required.json()["error"]["param"] == "tool_choice"
+
+
+async def test_a_stream_deleted_while_it_runs_stays_deleted():
+    """Issue 39: DELETE during the stream answered 404, and the response was stored
+    anyway once the stream ended. It is retrievable (in progress) and deletable while
+    it runs, and a deleted one is not stored when it ends."""
+    import asyncio
+
+    from parlance.engines.fake import FakeEngine
+    from tests.support.live_server import serving
+
+    engine = FakeEngine()
+    gate = asyncio.Event()
+    engine.enqueue(TextDelta("Hel"), gate, TextDelta("lo"), Finish(FinishReason.STOP),
+                   Usage(5, 2))
+    async with serving(make_app(engine)) as host, httpx.AsyncClient(
+            base_url=f"http://{host}", timeout=60) as http:
+        async with http.stream("POST", RESPONSES, json={**HELLO, "stream": True}) as stream:
+            lines = stream.aiter_lines()
+            created = None
+            async for line in lines:
+                if line.startswith("data: ") and '"response.created"' in line:
+                    created = json.loads(line[6:])["response"]
+                    break
+            assert created is not None
+            running = await http.get(f"{RESPONSES}/{created['id']}")
+            assert running.status_code == 200
+            assert running.json()["status"] == "in_progress"
+            deleted = await http.delete(f"{RESPONSES}/{created['id']}")
+            assert deleted.json() == {"id": created["id"], "object": "response",
+                                      "deleted": True}
+            gate.set()
+            rest = [line async for line in lines]
+        assert any('"response.completed"' in line for line in rest)  # the stream goes on
+        assert (await http.get(f"{RESPONSES}/{created['id']}")).status_code == 404
+        # one not deleted is stored as it ended
+        engine.enqueue(TextDelta("Hi"), Finish(FinishReason.STOP), Usage(5, 1))
+        done = events((await http.post(RESPONSES, json={**HELLO, "stream": True})).text)
+        final = done[-2][1]["response"]
+        stored = (await http.get(f"{RESPONSES}/{final['id']}")).json()
+        assert stored["status"] == "completed" and stored == final
