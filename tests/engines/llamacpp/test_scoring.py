@@ -3,16 +3,27 @@ the label the model's own greedy answer starts with, and its probabilities sum t
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import replace
 
 import pytest
 
 from parlance.core import decisions as d
+from parlance.core.events import TextDelta
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.core.scoring import ScoreRequest
-from tests.support.real_engine import run
+from parlance.engines.llamacpp import LlamaCppEngine
+from parlance.engines.llamacpp.invariant_attention import available
+from parlance.engines.llamacpp.model import ContextSettings
+from tests.support.real_engine import (
+    LONG_CHAT_PROMPT,
+    chat_request,
+    kv_cache_mismatches,
+    model_path,
+    run,
+)
 
 pytestmark = pytest.mark.model
 
@@ -94,3 +105,49 @@ async def test_a_continuation_is_the_sum_of_its_tokens(engine):
     (result,) = scores.prompts
     assert math.isclose(result.logprobs[0], expected, abs_tol=1e-3)
     assert result.logprobs[2] < result.logprobs[0]
+
+
+@pytest.fixture(scope="module")
+def invariant():
+    """SmolLM2 with batch-invariant kernels and 4 slots: a row's logits are the same
+    alone or batched, over a prefix evaluated cold or kept or copied, so scores can be
+    compared exactly."""
+    if not available():
+        pytest.skip("this llama.cpp build has no batch-invariant kernels")
+    engine = LlamaCppEngine.load(model_path(), ContextSettings(
+        n_ctx=2048, n_threads=2, parallel=4, batch_invariant=True))
+    yield engine
+    asyncio.run(engine.aclose())
+
+
+async def test_more_long_labels_than_slots_go_in_rounds(invariant):
+    """Ten labels of several tokens with four slots: three rounds of forcing, the same
+    scores as each label scored alone (the prompt's cells removed after each round,
+    the slots' bookkeeping exact)."""
+    engine = invariant
+    labels = tuple(f"the {word} department" for word in (
+        "billing", "shipping", "legal", "sales", "security", "support", "returns",
+        "hiring", "press", "research"))
+    question = d.Question(d.Kind.CHOICE, "Who handles a refund?",
+                          tuple(d.Option(label) for label in labels))
+    request = d.score_request(d.Decision("m", "A customer wants a refund.", (question,)))
+    together = (await engine.score(request)).prompts[0].logprobs
+    for i, label in enumerate(labels[:3]):
+        alone = await engine.score(replace(request, continuations=((label,),)))
+        assert alone.prompts[0].logprobs[0] == pytest.approx(together[i], abs=1e-9)
+    assert not kv_cache_mismatches(engine)
+
+
+async def test_a_decision_beside_a_running_stream(engine):
+    """Scored while another request decodes in the same steps: the stream is untouched
+    and the decision's probabilities are whole."""
+    alone = await run(engine, replace(chat_request(LONG_CHAT_PROMPT), max_tokens=24))
+    generation = await engine.start(replace(chat_request(LONG_CHAT_PROMPT), max_tokens=24))
+    decision = d.Decision("m", "The cat sleeps.", (choice("Which animal?", "the cat",
+                                                          "the dog", "a horse"),))
+    scores = await engine.score(d.score_request(decision))
+    events = [event async for event in generation]
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == alone.text
+    (answer,) = d.answers(decision, scores.prompts)
+    assert math.isclose(sum(answer.probabilities), 1.0, abs_tol=1e-6)

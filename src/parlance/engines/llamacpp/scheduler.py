@@ -8,7 +8,8 @@ sampler chain from its own output row. With speculation on, a sequence's token m
 followed by a draft of its next tokens (speculation.py); the draft's rows are
 sampled in order, the confirmed tokens kept and the rest's cells removed. A prompt
 evaluated to its end fans out to its `n` choices by copying KV cells, not by
-evaluating it again.
+evaluating it again. A scoring group (decisions, rerank) instead forces the tokens of
+its continuations after the prompt, beside the others' rows (scoring.py).
 
 Admission is FIFO from a wait queue bounded in sequences, not requests (full →
 `Overloaded`, i.e. 429 with Retry-After). A group enters when it has slots for
@@ -47,6 +48,7 @@ from parlance.engines.llamacpp.logprobs import log_softmax_row
 from parlance.engines.llamacpp.model import LlamaModel
 from parlance.engines.llamacpp.outbox import Outbox
 from parlance.engines.llamacpp.prompt_cache import PromptCache
+from parlance.engines.llamacpp.scoring import ScoreSpec
 from parlance.engines.llamacpp.sequence import (
     PendingLogprob,
     Sequence,
@@ -90,7 +92,7 @@ class RunningGroup:
     prompt_logprobs: bool
     records: list[PendingLogprob] = field(default_factory=list)
     sequences: list[Sequence] = field(default_factory=list)
-    scoring: bool = False  # its prompt is evaluated and its continuations are scored
+    scoring: ScoreSpec | None = None  # its prompt evaluated, these continuations scored
 
     @property
     def job(self) -> Job:
@@ -98,14 +100,13 @@ class RunningGroup:
 
     @property
     def prefilling(self) -> bool:
-        return not self.sequences and not self.scoring
+        return not self.sequences and self.scoring is None
 
     @property
     def finished(self) -> bool:
         if self.prefilling:
             return False
-        score = self.spec.score
-        return not self.live() and (score is None or score.done)
+        return not self.live() and (self.scoring is None or self.scoring.done)
 
     def live(self) -> list[Sequence]:
         return [s for s in self.sequences if not s.finished]
@@ -305,11 +306,11 @@ class Scheduler:
             for i, token in enumerate(draft, start=1):
                 batch.add(token, seq.n_past + i, seq.slot, output=True)
             rows.append((seq, row, draft))
-        scoring = [g for g in self._active if g.scoring]
-        for group in scoring:
+        scoring = [(g, g.scoring) for g in self._active if g.scoring is not None]
+        for group, score in scoring:
             claim = group.claim
-            group.spec.score.fill(batch, [claim.leader.id, *(f.id for f in claim.followers)],  # type: ignore[union-attr]
-                                  len(group.spec.tokens))
+            score.fill(batch, [claim.leader.id, *(f.id for f in claim.followers)],
+                       len(group.spec.tokens))
         chunks = []
         budget = min(batch.room, PREFILL_WHILE_DECODING) if batch.size else batch.room
         for group in self._active:
@@ -324,14 +325,14 @@ class Scheduler:
                 batch.add(tokens[pos], pos, group.claim.leader.id,
                           output=group.prompt_logprobs or pos == last)
         if not self._decode():
-            for group in scoring:
+            for group, score in scoring:
                 if group in self._active:
-                    group.spec.score.not_decoded()  # type: ignore[union-attr]
+                    score.not_decoded()
             return
         for seq, row, draft in rows:
             self._advance(seq, row, draft)
-        for group in scoring:
-            group.spec.score.read(self.model, len(group.spec.tokens))  # type: ignore[union-attr]
+        for group, score in scoring:
+            score.read(self.model, len(group.spec.tokens))
         for chunk in chunks:
             self._prefilled(chunk)
         for group in [g for g in self._active if g.finished]:
@@ -355,7 +356,7 @@ class Scheduler:
 
     def _shed_newest(self) -> None:
         group = self._active[-1]
-        if group.prefilling or group.scoring:
+        if group.prefilling or group.scoring is not None:
             group.job.emit(Failed(ContextOverflow(
                 "The server's context cache is full; the request could not be evaluated.",
                 code="context_length_exceeded")))
@@ -420,7 +421,7 @@ class Scheduler:
         group.job.emit(PromptProgress(end, len(spec.tokens), index=spec.indices[0]))
         if end == len(spec.tokens):
             if spec.score is not None:
-                self._start_scoring(group, chunk.row + chunk.count - 1)
+                self._start_scoring(group, spec.score, chunk.row + chunk.count - 1)
             else:
                 self._start_choices(group, chunk.row + chunk.count - 1)
 
@@ -434,14 +435,14 @@ class Scheduler:
                                           job.logprobs or 0))
         return records
 
-    def _start_scoring(self, group: RunningGroup, row: int) -> None:
+    def _start_scoring(self, group: RunningGroup, score: ScoreSpec, row: int) -> None:
         """The prompt's last row scores every continuation's first token; the prompt's
         cells go to the group's other slots for the continuations to force (scoring.py)."""
-        score, claim = group.spec.score, group.claim
-        score.first(log_softmax_row(self.model.logits(row)))  # type: ignore[union-attr]
-        if score.pending:  # type: ignore[union-attr]
+        claim = group.claim
+        score.first(log_softmax_row(self.model.logits(row)))
+        if score.pending:
             self.slots.fork(claim.leader, claim.followers)
-        group.scoring = True
+        group.scoring = score
 
     def _start_choices(self, group: RunningGroup, row: int) -> None:
         spec, claim = group.spec, group.claim
