@@ -199,6 +199,10 @@ class ServeConfig:
     download_allow_host: tuple[str, ...] = setting(
         (), "a private or loopback host model downloads may reach (repeatable; default: "
         "none)")
+    catalog_url: str = setting(
+        "https://huggingface.co", "the model catalog `pull` looks owner/repo[:QUANT] and "
+        "hf.co/owner/repo[:QUANT] names up in (Hugging Face's API: /api/models/{repo}, "
+        "/{repo}/resolve/main/{file})", metavar="URL")
     download_max_jobs: int = setting(
         4, "model downloads running at once; one more is refused until one has finished")
     download_timeout: float = setting(

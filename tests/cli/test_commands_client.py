@@ -67,7 +67,8 @@ def test_no_server_is_one_line_and_status_1(capsys, monkeypatch):
     url = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("PARLANCE_URL", url)
     for argv in (["ps"], ["load", "m"], ["unload", "m"], ["pull", "m"], ["models"],
-                 ["chat"]):
+                 ["show", "m"], ["rm", "m"], ["cp", "m", "n"], ["chat", "--url", url],
+                 ["run", "m", "hi", "--url", url]):  # (chat: no other server when named)
         status, _, err = run(capsys, *argv)
         assert status == 1, argv
         assert f"no Parlance server answers at {url}" in err and err.count("\n") == 1, err

@@ -52,3 +52,61 @@ def test_a_failed_pull_is_one_line_and_status_1(servers, capsys):
         assert main(["pull", name, "--url", server.url]) == 1
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1, err
+
+
+REPO = ["README.md", "Tiny-Q4_K_M.gguf", "Tiny-Q8_0.gguf", "mmproj-Tiny-f16.gguf"]
+
+
+@pytest.fixture
+def catalog(tmp_path, monkeypatch):
+    """A running server whose catalog is a loopback origin with Hugging Face's API."""
+    from tests.support.catalog_origin import CatalogOrigin
+
+    monkeypatch.delenv("PARLANCE_URL", raising=False)
+    with CatalogOrigin({"acme/Tiny-GGUF": REPO}, tmp_path) as origin, \
+            fake_server(tmp_path, catalog_url=origin.base_url) as server:
+        yield server, origin
+
+
+@pytest.mark.parametrize(("name", "file"), [
+    ("acme/Tiny-GGUF", "Tiny-Q4_K_M.gguf"),
+    ("hf.co/acme/Tiny-GGUF:q8_0", "Tiny-Q8_0.gguf"),
+])
+def test_a_catalog_name_is_resolved_to_its_file(tmp_path, catalog, name, file):
+    server, origin = catalog
+    child = spawn(tmp_path, "pull", name, "--url", server.url)
+    child.expect("Pulled")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert (server.models_dir / "acme" / "Tiny-GGUF" / file).read_bytes() == origin.data
+    assert origin.asked == ["/api/models/acme/Tiny-GGUF",
+                            f"/acme/Tiny-GGUF/resolve/main/{file}"]
+
+
+def test_a_catalog_name_that_fits_no_file_says_what_there_is(tmp_path, catalog):
+    server, _ = catalog
+    child = spawn(tmp_path, "pull", "acme/Tiny-GGUF:Q5_K_M", "--url", server.url)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    assert "no Q5_K_M GGUF; it has Q4_K_M, Q8_0" in child.before.replace("\r\n", "")
+    child = spawn(tmp_path, "pull", "acme/Nothing", "--url", server.url)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1 and "no repository acme/Nothing" in child.before
+
+
+def test_a_catalog_that_does_not_answer_is_one_line(tmp_path, monkeypatch):
+    import socket
+
+    monkeypatch.delenv("PARLANCE_URL", raising=False)
+    with socket.socket() as nothing:
+        nothing.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{nothing.getsockname()[1]}"
+    with fake_server(tmp_path, catalog_url=dead) as server:
+        child = spawn(tmp_path, "pull", "acme/Tiny-GGUF", "--url", server.url)
+        child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == 1
+    assert f"The model catalog {dead} could not be reached" in child.before.replace("\r\n", "")

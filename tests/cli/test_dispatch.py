@@ -152,10 +152,11 @@ def test_a_command_without_its_handler_is_refused_and_never_serves(monkeypatch, 
 def test_every_command_names_what_runs_it():
     commands = next(a for a in build_parser()._actions
                     if isinstance(a, argparse._SubParsersAction))
-    assert set(commands.choices) == {"serve", "models", "chat", "ps", "load", "unload", "pull"}
+    assert set(commands.choices) == {"serve", "models", "chat", "run", "ps", "load", "unload",
+                                     "pull", "show", "rm", "cp"}
     for name, sub in commands.choices.items():
         assert callable(sub.get_default("run")), name
-        if name not in ("serve", "chat"):  # what each asks of a server (models: --url)
+        if name not in ("serve", "chat", "run"):  # what each asks of a server (models: --url)
             assert callable(sub.get_default("ask")), name
 
 

@@ -186,11 +186,12 @@ def test_slash_commands_change_the_next_request(chat, server):
     assert leave(chat) == 0
 
 
-def test_a_refused_turn_is_said_and_not_kept(chat, server):
-    ask(chat, "/model no-such-[bold]model")
-    shown = ask(chat, "hi")  # (the name shown as it is: no markup of the terminal's)
-    assert "error:" in shown and "no-such-[bold]model" in shown and "404" in shown
-    ask(chat, "/model fake-model")
+def test_a_model_the_server_has_not_is_refused_with_the_list(chat, server):
+    shown = ask(chat, "/model no-such-[bold]model")  # (shown as it is: no markup)
+    assert "Model unchanged" in shown and "no-such-[bold]model" in shown
+    assert "fake-model" in shown
+    assert "acme/cold-model" in ask(chat, "/model acme/cold-model")  # (loadable: taken)
+    assert "fake-alias" in ask(chat, "/model fake-alias")
     ask(chat, "hello")
     assert conversation(server.engine) == [("user", "hello")]
     chat.sendeof()

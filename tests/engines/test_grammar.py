@@ -51,9 +51,40 @@ def test_a_value_llguidance_panics_on_is_a_refusal_not_a_crash():
         assert grammar.schema_problem({key: value})
 
 
-def test_keywords_llguidance_does_not_implement_are_not_enforced_nor_refused():
+def test_keywords_llguidance_does_not_implement_are_not_refused():
+    """(They are checked on the finished value: `engines/output_check.py`.)"""
     schema = {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"},
               "additionalProperties": {"type": "string"}}
+    assert grammar.schema_problem(schema) is None
+
+
+LOOPS = {
+    "A → B → A": {"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+                  "type": "object", "properties": {"x": {"$ref": "#/$defs/A"}}},
+    "A → A": {"$defs": {"A": {"$ref": "#/$defs/A"}}, "type": "object",
+              "properties": {"x": {"$ref": "#/$defs/A"}}},
+    "the root": {"$ref": "#"},
+    "through allOf": {"allOf": [{"$ref": "#/$defs/A"}],
+                      "$defs": {"A": {"allOf": [{"$ref": "#"}]}}},
+    "every option": {"anyOf": [{"$ref": "#"}, {"$ref": "#/$defs/A"}],
+                     "$defs": {"A": {"$ref": "#"}}},
+}
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_a_ref_that_reaches_no_schema_is_refused(name):
+    """Issue 39: llguidance compiled these into a grammar that accepts nothing."""
+    problem = grammar.schema_problem(LOOPS[name])
+    assert problem is not None and "$ref" in problem
+
+
+@pytest.mark.parametrize("schema", [
+    {"$defs": {"T": {"type": "object", "properties": {"kids": {
+        "type": "array", "items": {"$ref": "#/$defs/T"}}}}}, "$ref": "#/$defs/T"},
+    {"anyOf": [{"$ref": "#"}, {"type": "string"}]},  # one option reaches a schema
+    {"$defs": {"unused": {"$ref": "#/$defs/unused"}}, "type": "string"},
+])
+def test_recursion_that_reaches_a_schema_is_fine(schema):
     assert grammar.schema_problem(schema) is None
 
 

@@ -18,7 +18,7 @@ from parlance.core.tools import ToolSpec
 from parlance.engines import grammar
 from parlance.engines.parsing.output import OutputParser
 from parlance.engines.parsing.syntax import SYNTAXES, Tagged, ToolSyntax
-from tests.engines.test_grammar_refs import accepts
+from tests.support.grammar_text import accepts
 
 SCHEMA = {"type": "object",
           "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]},

@@ -24,31 +24,7 @@ from parlance.core.request import ChatInput, GenerationRequest
 from parlance.core.tools import ResponseFormat, ToolSpec
 from parlance.engines import grammar
 from parlance.engines.parsing.syntax import HERMES, LLAMA3_JSON, MISTRAL, ToolSyntax
-
-
-class _Bytes:
-    """A vocabulary of the 256 bytes and an end token, for running grammars on text."""
-
-    eos_token_id = 256
-    bos_token_id = None
-    tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
-    special_token_ids = [256]
-
-    def __call__(self, text: bytes) -> list[int]:
-        return list(text)
-
-
-BYTES = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Bytes()))
-
-
-def accepts(source: str, text: str) -> bool:
-    """Whether the grammar accepts exactly `text`."""
-    matcher = llguidance.LLMatcher(BYTES, source, log_level=0)
-    assert not matcher.is_error(), matcher.get_error()
-    tokens = BYTES.tokenize_str(text)
-    return (matcher.validate_tokens(tokens) == len(tokens) and matcher.consume_tokens(tokens)
-            and matcher.is_accepting())
-
+from tests.support.grammar_text import BYTES, accepts
 
 # -- the schemas clients send ------------------------------------------------------------
 
@@ -274,3 +250,27 @@ def test_every_schema_a_request_carries_is_checked_as_it_is():
         grammar.check_schemas(GenerationRequest(
             model="m", prompts=prompts, tools=_tools(schema),
             response_format=ResponseFormat("json_schema", schema, param="response_format")))
+
+
+def test_a_grammar_that_allows_no_token_breaks_the_choice_not_finishes_it():
+    """Issue 39: under a grammar that accepts nothing past `{"x": `, the masked row is
+    all -inf and the sampler picked the end of the text: a normal `stop`. The guide
+    reports the grammar broken instead (`ChoiceGuide.broken`)."""
+    import numpy as np
+
+    from parlance.engines.llamacpp.guide import GuidePlan
+
+    loop = {"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+            "type": "object", "properties": {"x": {"$ref": "#/$defs/A"}}, "required": ["x"]}
+    matcher = llguidance.LLMatcher(BYTES, grammar.schema_grammar(loop), log_level=0)
+    plan = GuidePlan(forced=matcher, tokenizer=BYTES, n_vocab=257,
+                     forced_param="response_format")
+    guide = plan.for_choice(0)
+    for token in BYTES.tokenize_str('{"x": '):
+        row = np.zeros(257, dtype=np.float32)
+        guide.mask(row)
+        assert guide.broken is None and row[token] == 0.0
+        guide.accept(token, chr(token))
+    guide.mask(np.zeros(257, dtype=np.float32))
+    assert guide.broken is not None and guide.broken.param == "response_format"
+    assert not guide.constrained

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from parlance.cli.wiring import Registry, build_app, connection_limits, console
 from parlance.config import ServeConfig, default_data_dir, env_name, resolve_config
@@ -50,23 +49,53 @@ def resolved(args: argparse.Namespace) -> tuple[ServeConfig, Registry]:
 
 
 def list_models(registry: Registry) -> int:
-    table = Table("id", "aliases", "context", "sampling defaults")
+    """This machine's registry in the table `models --url` prints (the facts of each
+    file here, read from its header)."""
+    from parlance.console.model_table import ModelRow, model_table
+    from parlance.models.facts import facts_of
+
+    rows = []
     for spec in registry.values():
-        table.add_row(spec.id, ", ".join(spec.aliases), str(spec.ctx_size or ""),
-                      ", ".join(f"{k}={v}" for k, v in spec.sampling.items()))
-    Console().print(table)
+        facts = facts_of(spec)
+        file = facts.file
+        rows.append(ModelRow(spec.id, facts.size_bytes or None,
+                             (file.context_length if file else None) or spec.ctx_size,
+                             (file.quantization if file else None) or ""))
+    Console().print(model_table(rows))
     return 0
 
 
 def serve(config: ServeConfig, registry: Registry) -> int:
-    from parlance.server.runner import Listen, run
+    """Bind first (a port in use fails before a model loads), then build the app, and
+    say where it serves once it accepts connections."""
+    from parlance.server.runner import Listen, bind, run
 
-    app = build_app(config, registry)
-    console.print(f"Serving on [bold]http://{config.host}:{config.port}[/] "
-                  f"(OpenAI base URL http://{config.host}:{config.port}/v1, LM Studio API "
-                  f"/api/v1; more models from {config.models_dir})")
-    run(app, Listen(config.host, config.port, connection_limits(config)))
+    listen = Listen(config.host, config.port, connection_limits(config))
+    sock = bind(listen)
+    try:
+        app = build_app(config, registry)
+        port = sock.getsockname()[1]
+        run(app, listen, sock, on_started=lambda: console.print(
+            started_lines(config.host, port, Path(config.models_dir)), markup=False,
+            highlight=False, soft_wrap=True))
+    finally:
+        sock.close()
     return 0
+
+
+def started_lines(host: str, port: int, models_dir: Path) -> str:
+    """What `serve` says once it accepts connections: the web chat, the API docs, each
+    API's base URL (a wildcard address shown as this machine's loopback one)."""
+    shown = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+    base = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}"
+    where = " (every interface)" if shown != host else ""
+    return "\n".join([
+        f"Serving on {base}{where}",
+        f"  Web chat   {base}/",
+        f"  API docs   {base}/docs",
+        f"  Base URLs  OpenAI {base}/v1 · Anthropic {base} · Ollama {base} · "
+        f"LM Studio {base}/api/v1",
+        f"  Models     loaded on first use from {models_dir}"])
 
 
 @contextlib.contextmanager

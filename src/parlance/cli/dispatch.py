@@ -8,6 +8,9 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rich.markup import escape
+
+from parlance import __version__
 from parlance.cli.commands import run_client, run_models, run_serve
 from parlance.cli.serve_flags import add_serve_flags
 from parlance.cli.wiring import console
@@ -27,6 +30,7 @@ _SAID = (InvalidRequest, Unavailable, EngineFailure, FileNotFoundError, ValueErr
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parlance", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"parlance {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve a model over HTTP")
     add_serve_flags(serve)
@@ -55,5 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except _SAID as exc:
-        console.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")
+        console.print(f"[red]error:[/] {escape(str(getattr(exc, 'message', exc)))}",
+                      soft_wrap=True, highlight=False)  # (one line, as it was said)
         return 2

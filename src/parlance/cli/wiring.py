@@ -283,6 +283,7 @@ def server_settings(config: ServeConfig) -> ServerSettings:
         models_dir=Path(config.models_dir),
         max_body_bytes=config.max_body_mb * 2**20,
         download_allow_hosts=config.download_allow_host,
+        catalog_url=config.catalog_url,
         download_limits=DownloadLimits(max_jobs=config.download_max_jobs,
                                        timeout=config.download_timeout,
                                        min_free_bytes=config.download_min_free_mb * 2**20),

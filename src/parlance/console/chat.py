@@ -19,15 +19,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import quote
 
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from parlance.console import wire
 from parlance.console.client import Server, ServerError
 from parlance.console.render import Answer, stream_error
 from parlance.console.slash import Chat, run_command
+from parlance.console.terminal import clean
 
 PROMPT = ">>> "
 MORE = "... "
@@ -35,13 +38,21 @@ FENCE = '"""'
 REDRAW = 10  # redraws of a streaming answer per second
 
 ReadLine = Callable[[str], str]
+Outcome = Literal["answered", "stopped", "failed"]
 
 
 class ChatSession(Chat):
+    """On a terminal each answer is drawn (live, then as Markdown, with its figures);
+    elsewhere (`console` a pipe or a file) only the answer's text is written, as it
+    comes, and errors go to `errors`."""
+
     def __init__(self, server: Server, console: Console, model: str | None = None,
-                 system: str | None = None, mcp: list[str] | None = None) -> None:
+                 system: str | None = None, mcp: list[str] | None = None,
+                 errors: Console | None = None) -> None:
         self.server = server
         self.console = console
+        self.errors = errors or console
+        self.plain = not console.is_terminal
         self.model = model
         self.system = system
         self.mcp = list(mcp or [])  # labels of the operator's MCP servers
@@ -62,12 +73,14 @@ class ChatSession(Chat):
     def reset(self) -> None:
         self.items.clear()
 
-    def ask(self, text: str) -> None:
+    def ask(self, text: str, figures: bool = True) -> Outcome:
         """One turn: stream the answer into a live view until it ends or Ctrl-C, which
         may come at any point of it, also while the request is still being set up; then
         print it whole."""
         self.items.append({"role": "user", "content": text})
-        answer, stopped, started = Answer(), False, time.perf_counter()
+        plain = PlainText(self.console) if self.plain else None
+        answer = Answer(on_text=plain.write if plain else None)
+        stopped, started = False, time.perf_counter()
         failed: ServerError | None = None
         # Live redraws the answer's end from a thread of its own, REDRAW times a second
         # (not once per token), and erases it when the answer has ended
@@ -75,8 +88,9 @@ class ChatSession(Chat):
                     transient=True)
         try:
             try:
-                with interrupts_held():
-                    live.start(refresh=True)
+                if plain is None:
+                    with interrupts_held():
+                        live.start(refresh=True)
                 with self.server.events("/v1/responses", self.request()) as events:
                     for event in events:
                         answer.feed(event)
@@ -102,12 +116,40 @@ class ChatSession(Chat):
                     self.items.extend(kept)
                 else:
                     self.items.pop()
-        self._print(answer)
+        if plain is not None:
+            plain.end()
+        else:
+            self._print(answer)
         with contextlib.suppress(KeyboardInterrupt), interrupts_held():
             if failed is not None:
-                self.console.print(f"[red]error:[/] {escape(str(failed))}", soft_wrap=True)
-            else:
+                self.errors.print(f"[red]error:[/] {escape(str(failed))}", soft_wrap=True)
+            elif figures and plain is None:
                 self.console.print(answer.figures(time.perf_counter() - started, stopped))
+        return "failed" if failed is not None else "stopped" if stopped else "answered"
+
+    def once(self, text: str) -> int:
+        """One question, its answer, and the exit status (`parlance run`, piped input)."""
+        try:
+            outcome = self.ask(text, figures=False)
+        except KeyboardInterrupt:
+            return 130
+        return {"answered": 0, "failed": 1, "stopped": 130}[outcome]
+
+    def pick_model(self, name: str) -> str | None:
+        """Talk to `name` from now on, if the server has it; else why not (and which
+        it has)."""
+        try:
+            self.server.get(f"/v1/models/{quote(name, safe='/:')}")
+        except ServerError as exc:
+            try:
+                known = model_ids(self.server.get("/v1/models"))
+            except ServerError:
+                return str(exc)
+            if name not in known:
+                listed = ", ".join(known) or "none"
+                return f"the server has no model {name!r}; it has: {listed}"
+        self.model = name
+        return None
 
     def _print(self, answer: Answer) -> None:
         """The answer as it ended; Ctrl-C cuts a long one short (the turn is kept)."""
@@ -118,9 +160,10 @@ class ChatSession(Chat):
                 self.console.print("\n(the rest of this answer not shown)", style="dim")
 
     def run(self, read: ReadLine = input) -> int:
-        self.console.print(f"Chatting with {self.model or 'the default model'} at "
-                           f"{self.server.url}. /help for commands, Ctrl-D to leave.",
-                           style="dim", markup=False)
+        if not self.plain:
+            self.console.print(f"Chatting with {self.model or 'the default model'} at "
+                               f"{self.server.url}. /help for commands, Ctrl-D to leave.",
+                               style="dim", markup=False)
         while True:
             try:
                 text = read_message(read)
@@ -137,6 +180,31 @@ class ChatSession(Chat):
                     return 0
                 continue
             self.ask(text)
+
+
+class PlainText:
+    """An answer's text written as it comes (nothing else of it, no control
+    characters), ending with a line end."""
+
+    def __init__(self, console: Console) -> None:
+        self.file = console.file
+        self.last = "\n"
+
+    def write(self, text: str) -> None:
+        if text := clean(text):
+            self.file.write(text)
+            self.file.flush()
+            self.last = text[-1]
+
+    def end(self) -> None:
+        if self.last != "\n":
+            self.write("\n")
+
+
+def model_ids(listing: dict[str, Any]) -> list[str]:
+    """The ids of an OpenAI model list."""
+    return [wire.text(entry, "id", "model of GET /v1/models")
+            for entry in wire.objects(listing, "data", "answer to GET /v1/models")]
 
 
 def read_message(read: ReadLine) -> str:

@@ -72,6 +72,11 @@ class Server:
         with self._failures():
             return _answer(self._checked(self.http.post(path, json=body)), f"POST {path}")
 
+    def send(self, method: str, path: str, body: dict[str, Any]) -> None:
+        """A request whose answer says nothing but its status (Ollama's copy, delete)."""
+        with self._failures():
+            self._checked(self.http.request(method, path, json=body))
+
     @contextmanager
     def lines(self, path: str, body: dict[str, Any]) -> Iterator[Iterator[dict[str, Any]]]:
         """A POST whose answer streams NDJSON (Ollama's pull): its objects as they come.

@@ -25,16 +25,8 @@ from rich.table import Table
 
 from parlance.console.client import Server, ServerError, error_message
 from parlance.console.load_progress import LoadProgressView
+from parlance.console.model_table import ModelRow, model_table, size
 from parlance.console.wire import an_object_field, field, objects, text
-
-
-def size(count: int | None) -> str:
-    if not count:
-        return ""
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"
 
 
 def ps(server: Server, out: Console) -> int:
@@ -140,18 +132,71 @@ def pull(server: Server, name: str, err: Console) -> int:
 
 
 def models(server: Server, out: Console) -> int:
-    table = Table("id", "loaded", "size", "context", "architecture", "quantization")
-    table.columns[0].overflow = "fold"  # an id is shown whole: it is what commands take
+    """The server's models (LM Studio's list), in the table `parlance models` prints."""
     where = "model of GET /api/v1/models"
+    rows = []
     for model in objects(server.get("/api/v1/models"), "models", "answer to GET "
                          "/api/v1/models"):
         instances = objects(model, "loaded_instances", where)
-        context = next((field(an_object_field(i, "config", where), "context_length", int,
-                              where) for i in instances), None)
         quantization = text(an_object_field(model, "quantization", where), "name", where)
-        table.add_row(escape(text(model, "key", where)), "yes" if instances else "",
-                      size(field(model, "size_bytes", int, where)),
-                      str(context or field(model, "max_context_length", int, where) or ""),
-                      escape(text(model, "architecture", where)), escape(quantization))
-    out.print(table)
+        rows.append(ModelRow(text(model, "key", where), field(model, "size_bytes", int, where),
+                             field(model, "max_context_length", int, where), quantization,
+                             loaded=bool(instances)))
+    out.print(model_table(rows))
+    return 0
+
+
+SHOWN_LICENSE = 2  # lines of a model's license `show` prints (Ollama's too)
+
+
+def show(server: Server, model: str, out: Console) -> int:
+    """A model's facts as `ollama show` lays them out: the model, its capabilities, its
+    sampling defaults, the start of its license."""
+    where = "answer to POST /api/show"
+    answer = server.post("/api/show", {"model": model})
+    details = an_object_field(answer, "details", where)
+    info = an_object_field(answer, "model_info", where)
+    arch = text(info, "general.architecture", where) or text(details, "family", where)
+    rows = [("architecture", arch),
+            ("parameters", text(details, "parameter_size", where)),
+            ("context length", _number(info.get(f"{arch}.context_length"))),
+            ("embedding length", _number(info.get(f"{arch}.embedding_length"))),
+            ("quantization", text(details, "quantization_level", where))]
+    sections = [("Model", [(k, v) for k, v in rows if v])]
+    capabilities = field(answer, "capabilities", list, where) or []
+    sections.append(("Capabilities", [(str(c), "") for c in capabilities]))
+    parameters = text(answer, "parameters", where)
+    pairs = [line.strip().partition(" ") for line in parameters.splitlines()]
+    sections.append(("Parameters", [(k, v.strip()) for k, _, v in pairs if k]))
+    license_ = text(answer, "license", where).strip().splitlines()[:SHOWN_LICENSE]
+    sections.append(("License", [(line, "") for line in license_]))
+    for title, entries in sections:
+        if not entries:
+            continue
+        table = Table(title=None, show_header=False, box=None, padding=(0, 2, 0, 4))
+        table.add_column(no_wrap=True)
+        table.add_column()
+        for key, value in entries:
+            table.add_row(escape(key), escape(value))
+        out.print(f"  {title}", markup=False)
+        out.print(table)
+        out.print()
+    return 0
+
+
+def _number(value: Any) -> str:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else ""
+
+
+def rm(server: Server, names: list[str], err: Console) -> int:
+    """Delete each model (Ollama's `ollama rm`); the first refusal ends the command."""
+    for name in names:
+        server.send("DELETE", "/api/delete", {"model": name})
+        err.print(f"deleted '{name}'", markup=False)
+    return 0
+
+
+def cp(server: Server, source: str, destination: str, err: Console) -> int:
+    server.send("POST", "/api/copy", {"source": source, "destination": destination})
+    err.print(f"copied '{source}' to '{destination}'", markup=False)
     return 0

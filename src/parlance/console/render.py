@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +110,7 @@ class Answer:
     output_tokens: int | None = None
     ended: str | None = None  # why it ended other than by finishing its answer
     tools: dict[str, list[str]] = field(default_factory=dict)  # each MCP server's, listed
+    on_text: Callable[[str], None] | None = None  # told each piece of the answer's text
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def feed(self, event: dict[str, Any]) -> None:
@@ -126,7 +128,10 @@ class Answer:
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
             self._block(event, where, "reasoning").text += text(event, "delta", where)
         elif kind == "response.output_text.delta":
-            self._block(event, where, "message").text += text(event, "delta", where)
+            delta = text(event, "delta", where)
+            self._block(event, where, "message").text += delta
+            if self.on_text is not None:
+                self.on_text(delta)
         elif kind in ("response.function_call_arguments.delta",
                       "response.mcp_call_arguments.delta"):
             delta = text(event, "delta", where)

@@ -28,6 +28,8 @@ class Chat(Protocol):
 
     def reset(self) -> None: ...
 
+    def pick_model(self, name: str) -> str | None: ...
+
 
 def run_command(chat: Chat, line: str) -> Literal["exit"] | None:
     name, _, rest = line.strip().partition(" ")
@@ -44,8 +46,9 @@ def run_command(chat: Chat, line: str) -> Literal["exit"] | None:
         chat.system = rest or None
         out.print(f"System prompt {'set' if rest else 'cleared'}.", style="dim", markup=False)
     elif name == "/model":
-        if rest:
-            chat.model = rest
+        if rest and (refused := chat.pick_model(rest)) is not None:
+            out.print(f"Model unchanged: {refused}", style="yellow", markup=False)
+            return None
         out.print(f"Model: {chat.model or 'the server default'}", style="dim", markup=False)
     elif name == "/mcp":
         if rest:

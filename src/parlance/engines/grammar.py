@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import unquote
 
 import llguidance
 
@@ -72,15 +73,116 @@ def _json_rule(schema: Any) -> str:
 
 
 def schema_problem(schema: Any) -> str | None:
-    """Why this JSON Schema cannot be enforced, or None when it can."""
+    """Why this JSON Schema cannot be enforced, or None when it can: llguidance cannot
+    compile it, or a `$ref` reaches no schema. (Keywords the grammar leaves out,
+    `uniqueItems` say, are checked on the finished value: `engines/output_check.py`.)"""
     if not isinstance(schema, dict):
         return "a JSON Schema must be an object"
+    loop = ref_loop(schema)
+    if loop:
+        return loop
     grammar = llguidance.LLMatcher.grammar_from_lark(f"start: {_json_rule(schema)}")
     problem = _validate(grammar)
     if not problem:
         return None
     first = problem.splitlines()[0]
     return first.split("failed to compile JSON schema: ", 1)[-1]
+
+
+def ref_loop(schema: dict[str, Any]) -> str | None:
+    """A local `$ref` that reaches no schema that constrains a value: `$defs` A → B → A,
+    or A → A, directly or through `allOf` (or every option of an `anyOf`/`oneOf`).
+    llguidance compiles it into a grammar that accepts nothing (the output stopped
+    mid-value). None when every reference the schema uses reaches one; recursion
+    through a property or an item is fine. Linear in the schema: a fixpoint over
+    "reaches a schema", each node settled once."""
+    nodes = _reachable(schema)
+    pending: dict[int, int] = {}  # what each node still waits for
+    waiting: dict[int, list[tuple[int, int | None]]] = {}  # on node: (waiter, its group)
+    satisfied: set[tuple[int, int]] = set()  # (waiter, group) an option has settled
+    settled: list[int] = []
+    for key, node in nodes.items():
+        needs: list[tuple[int, int | None]] = []
+        ref = node.get("$ref")
+        target = _pointer(schema, ref[1:]) if isinstance(ref, str) and ref[:1] == "#" else None
+        if isinstance(target, dict):
+            needs.append((id(target), None))
+        needs += [(id(sub), None) for sub in _listed(node, "allOf")]
+        groups = 0
+        for number, name in enumerate(("anyOf", "oneOf")):
+            options = node.get(name)
+            if isinstance(options, list) and options and all(isinstance(o, dict)
+                                                             for o in options):
+                groups += 1
+                needs += [(id(option), number) for option in options]
+        pending[key] = sum(1 for _, g in needs if g is None) + groups
+        for needed, in_group in needs:
+            waiting.setdefault(needed, []).append((key, in_group))
+        if not pending[key]:
+            settled.append(key)
+    done = set(settled)
+    while settled:
+        for waiter, group in waiting.get(settled.pop(), ()):
+            if group is not None:
+                if (waiter, group) in satisfied:
+                    continue
+                satisfied.add((waiter, group))
+            pending[waiter] -= 1
+            if not pending[waiter] and waiter not in done:
+                done.add(waiter)
+                settled.append(waiter)
+    for key, node in nodes.items():
+        if key not in done and isinstance(node.get("$ref"), str):
+            return (f"the `$ref` {node['$ref']!r} never reaches a schema (the references "
+                    "lead back to themselves)")
+    return None
+
+
+def _listed(node: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    value = node.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+# Keywords whose values are data, or schemas only a `$ref` uses (reached through it).
+_NOT_WALKED = frozenset({"enum", "const", "default", "examples", "$defs", "definitions"})
+
+
+def _reachable(schema: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Every schema object the root uses, by id: its subschemas and what `$ref`s name."""
+    found: dict[int, dict[str, Any]] = {}
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict) or id(node) in found:
+            continue
+        found[id(node)] = node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref[:1] == "#":
+            stack.append(_pointer(schema, ref[1:]))
+        for key, value in node.items():
+            if key in ("properties", "patternProperties", "dependentSchemas"):
+                if isinstance(value, dict):
+                    stack.extend(value.values())
+            elif key not in _NOT_WALKED and isinstance(value, dict | list):
+                stack.append(value)
+    return found
+
+
+def _pointer(document: Any, pointer: str) -> Any:
+    """The value a JSON pointer (`/$defs/A`, percent-decoded) names, or None."""
+    node = document
+    for raw in unquote(pointer).split("/")[1:] if pointer else ():
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
 
 
 def check_schemas(request: GenerationRequest) -> None:

@@ -23,10 +23,14 @@ class SchemaUnreadable(ValueError):
 class SchemaCheck:
     """One schema, built once, for the values of one request."""
 
-    def __init__(self, schema: Any) -> None:
+    def __init__(self, schema: Any, *, formats: bool = False) -> None:
+        """`formats`: `format` is asserted, and a format the checker does not know
+        makes the schema unreadable (by default formats are annotations, as the
+        standard says)."""
         try:
             self._validator = jsonschema_rs.validator_for(
-                schema, pattern_options=jsonschema_rs.RegexOptions(), offline=True)
+                schema, pattern_options=jsonschema_rs.RegexOptions(), offline=True,
+                validate_formats=formats, ignore_unknown_formats=not formats)
         except (ValueError, jsonschema_rs.ReferencingError) as exc:
             raise SchemaUnreadable(_first_line(exc)) from exc
 
@@ -44,7 +48,8 @@ class SchemaCheck:
         keyword = next((str(p) for p in reversed(error.schema_path) if isinstance(p, str)),
                        type(error.kind).__name__)
         where = "/" + "/".join(str(p) for p in error.instance_path)
-        return Breach(keyword, where, error.message)
+        rule = "/" + "/".join(str(p) for p in error.schema_path)
+        return Breach(keyword, where, error.message, rule)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,7 @@ class Breach:
     keyword: str  # the schema keyword that fails, e.g. `pattern`
     where: str  # the value's location, a JSON pointer
     message: str  # the validator's words, which quote the value
+    rule: str = ""  # the keyword's place in the schema, e.g. `/properties/m/propertyNames/enum`
 
 
 def _first_line(exc: BaseException) -> str:

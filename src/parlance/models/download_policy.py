@@ -11,8 +11,9 @@ from parlance.core.errors import InsufficientStorage, InvalidRequest, ParlanceEr
 from parlance.models.discovery import scan_models_dir
 from parlance.models.download_job import DownloadJob
 from parlance.models.downloads import DownloadManager
+from parlance.models.hub import HubName
 
-__all__ = ["failure", "no_models_dir", "served_name", "start_download"]
+__all__ = ["failure", "link_for", "no_models_dir", "served_name", "start_download"]
 
 
 def no_models_dir() -> InvalidRequest:
@@ -27,6 +28,17 @@ async def start_download(downloads: DownloadManager, url: str, *,
     mistake (400 naming `model`)."""
     try:
         return await downloads.start(url, followed=followed)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), param="model") from exc
+
+
+async def link_for(downloads: DownloadManager, name: HubName) -> str:
+    """The download link of a catalog name (`DownloadManager.link_for`); a catalog
+    address the guard refuses is a 400 naming `model`, as a refused URL is."""
+    try:
+        return await downloads.link_for(name)
+    except InvalidRequest:
+        raise
     except ValueError as exc:
         raise InvalidRequest(str(exc), param="model") from exc
 

@@ -30,6 +30,7 @@ import httpx2
 
 from parlance.core.errors import Overloaded
 from parlance.models.download_job import PART, DownloadJob
+from parlance.models.hub import DEFAULT_CATALOG, HubName, catalog_host, resolve
 from parlance.net.guard import NON_PUBLIC, RefusedURL, check_url, public_only_client
 
 HF_HOSTS = frozenset({"huggingface.co", "www.huggingface.co", "hf.co"})
@@ -53,8 +54,9 @@ def download_client(allowed_hosts: tuple[str, ...]) -> httpx2.AsyncClient:
                               follow_redirects=True)
 
 
-def destination_for(models_dir: Path, url: str) -> Path:
-    """Where `url` is saved: `<owner>/<repo>/<file>.gguf` for Hugging Face, else `<host>/<file>`.
+def destination_for(models_dir: Path, url: str, hub_hosts: frozenset[str] = HF_HOSTS) -> Path:
+    """Where `url` is saved: `<owner>/<repo>/<file>.gguf` for Hugging Face (or the
+    catalog in `hub_hosts`), else `<host>/<file>`.
 
     Raises ValueError for anything but an http(s) link straight to a `.gguf` file.
     """
@@ -66,7 +68,7 @@ def destination_for(models_dir: Path, url: str) -> Path:
     if len(name) <= len(".gguf") or not name.lower().endswith(".gguf"):
         raise ValueError(f"a direct link to a .gguf file is needed, got {url!r}")
     name = name[: -len(".gguf")] + ".gguf"  # model scans match `*.gguf` case-sensitively
-    if parts.hostname in HF_HOSTS:
+    if parts.hostname in hub_hosts:
         if len(segments) < 5 or segments[2] != "resolve":
             raise ValueError("a Hugging Face link must have the form "
                              f"https://huggingface.co/<owner>/<repo>/resolve/<revision>/<file>.gguf,"
@@ -92,9 +94,13 @@ class DownloadManager:
 
     def __init__(self, models_dir: Path, *, allowed_hosts: tuple[str, ...] = (),
                  retry_delays: Sequence[float] = RETRY_DELAYS,
-                 limits: DownloadLimits = DownloadLimits()) -> None:
-        """`allowed_hosts`: non-public hosts downloads may reach all the same."""
+                 limits: DownloadLimits = DownloadLimits(),
+                 catalog: str = DEFAULT_CATALOG) -> None:
+        """`allowed_hosts`: non-public hosts downloads may reach all the same;
+        `catalog`: where `owner/repo[:QUANT]` names are looked up (`models.hub`)."""
         self.models_dir = Path(models_dir)
+        self.catalog = catalog.rstrip("/")
+        self._hub_hosts = HF_HOSTS | {catalog_host(catalog)}
         self.limits = limits
         self._allowed_hosts = allowed_hosts
         self._client_factory = functools.partial(download_client, allowed_hosts)
@@ -111,7 +117,7 @@ class DownloadManager:
         Raises ValueError for a URL that is not an http(s) link to a `.gguf` file, or that
         reaches a non-public address; Overloaded when `max_jobs` already run.
         """
-        dest = destination_for(self.models_dir, url)
+        dest = self.destination(url)
         try:
             await check_url(url, self._allowed_hosts)
         except RefusedURL as exc:
@@ -140,6 +146,23 @@ class DownloadManager:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(job.headers_seen.wait(), HEADERS_WAIT)
         return job.status()
+
+    def destination(self, url: str) -> Path:
+        """Where `url` is saved (`destination_for`; a catalog's files as Hugging Face's)."""
+        return destination_for(self.models_dir, url, self._hub_hosts)
+
+    async def link_for(self, name: HubName) -> str:
+        """The download link of the file catalog name `name` means (`models.hub`).
+        Raises ValueError when the catalog's address is refused, InvalidRequest when
+        the repository has no such file, Unavailable when the catalog fails."""
+        try:
+            await check_url(f"{self.catalog}/api/models/{name.repo}", self._allowed_hosts)
+        except RefusedURL as exc:
+            raise RefusedURL(f"The model catalog {self.catalog} may not be reached: {exc}"
+                             + (" (parlance serve --download-allow-host)"
+                                if str(exc) == NON_PUBLIC else "")) from exc
+        async with self._client_factory() as client:
+            return await resolve(name, self.catalog, client)
 
     def job(self, job_id: str) -> DownloadJob | None:
         """The job itself, for a caller that follows its progress (Ollama's pull)."""

@@ -50,7 +50,8 @@ def create_app(models: ServedModels, settings: ServerSettings | None = None) -> 
                           retention=settings.responses_retention)
     conversations = ConversationStore(data / "conversations.sqlite3" if data else None)
     downloads = (DownloadManager(settings.models_dir, allowed_hosts=settings.download_allow_hosts,
-                                 limits=settings.download_limits)
+                                 limits=settings.download_limits,
+                                 catalog=settings.catalog_url)
                  if settings.models_dir else None)
 
     drain = Drain(settings.shutdown_grace)

@@ -48,6 +48,13 @@ def error_renderer(path: str) -> Render:
     return owner.render_error
 
 
+def _example_model(models: ServedModels) -> str | None:
+    """The model `/docs` examples name: the one the server started with, else the
+    first it can serve."""
+    spec = models.default_spec or next(iter(models.available()), None)
+    return spec.id if spec is not None else None
+
+
 def build_routes(models: ServedModels, settings: ServerSettings,
                  store: ResponseStore, downloads: DownloadManager | None,
                  conversation_store: ConversationStore | None = None) -> list[BaseRoute]:
@@ -101,7 +108,8 @@ def build_routes(models: ServedModels, settings: ServerSettings,
         Route("/v1/models", info.list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", info.get_model, methods=["GET"]),
     ]
-    docs = ApiDocs(settings, error_renderer)  # these routes' document (openapi/route_docs.py)
+    docs = ApiDocs(settings, error_renderer,  # these routes' document (see route_docs.py)
+                   example_model=lambda: _example_model(models))
     routes += [Route("/openapi.json", docs.document, methods=["GET"]),
                Route("/docs", docs.viewer, methods=["GET"]),
                Route("/docs/{asset}", docs.asset, methods=["GET"])]

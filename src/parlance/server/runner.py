@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
+from parlance.core.errors import Unavailable
 from parlance.server.calls.drain import Drain
 from parlance.server.http.connections import ConnectionLimits, GuardedHttpProtocol
 
@@ -40,11 +42,14 @@ class DrainingServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, drain: Drain) -> None:
         super().__init__(config)
         self.drain = drain
+        self.on_started: Callable[[], None] | None = None  # once it accepts connections
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().startup(sockets)
+        if self.started and self.on_started is not None:
+            self.on_started()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Not uvicorn's own handler: it would raise the signal again after serving, and
@@ -91,6 +96,28 @@ def log_config(level: str = "INFO") -> dict[str, Any]:
     }
 
 
-def run(app: Starlette, listen: Listen) -> None:
-    """Serve until told to stop, draining on the way out."""
-    server(app, listen, log_config=log_config()).run()
+def bind(listen: Listen) -> socket.socket:
+    """The listening socket, bound before anything else starts: a port in use is one
+    clear error at once (not after a model has loaded, nor after a line saying the
+    server is serving)."""
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    sock = socket.socket(family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((listen.host, listen.port))
+    except OSError as exc:
+        sock.close()
+        why = exc.strerror or str(exc)
+        raise Unavailable(f"cannot listen on {listen.host}:{listen.port}: {why} (another "
+                          "server there? stop it, or choose another --port)") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(app: Starlette, listen: Listen, sock: socket.socket | None = None,
+        on_started: Callable[[], None] | None = None) -> None:
+    """Serve until told to stop, draining on the way out; on `sock` when given (see
+    `bind`), telling `on_started` once connections are accepted."""
+    running = server(app, listen, log_config=log_config())
+    running.on_started = on_started
+    running.run(sockets=[sock] if sock is not None else None)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from parlance.integrations.settings import IntegrationSettings
 from parlance.models.downloads import DownloadLimits
+from parlance.models.hub import DEFAULT_CATALOG
 from parlance.store.responses import DEFAULT_RETENTION
 
 DEFAULT_MAX_BODY_MB = 32
@@ -23,6 +24,7 @@ class ServerSettings:
     integrations: IntegrationSettings = field(default_factory=IntegrationSettings)
     models_dir: Path | None = None  # where downloads go (and the catalog looks)
     download_allow_hosts: tuple[str, ...] = ()  # non-public hosts downloads may reach
+    catalog_url: str = DEFAULT_CATALOG  # where pull's owner/repo[:QUANT] names resolve
     download_limits: DownloadLimits = DownloadLimits()  # jobs at once, deadline, free disk
     # What a browser may do (server/http/origins.py): origins allowed beside loopback ones and
     # Host names beside loopback names ("*": any), and the address the server listens on:

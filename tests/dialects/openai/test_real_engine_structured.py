@@ -139,7 +139,8 @@ async def _answer(client: openai.AsyncOpenAI, prompt: str, schema: dict,
     if not stream:
         reply = await client.chat.completions.create(**kwargs)
         return reply.choices[0].message.content, reply.choices[0].finish_reason
-    chunks = [c async for c in await client.chat.completions.create(**kwargs, stream=True)]
+    chunks = [c async for c in await client.chat.completions.create(**kwargs, stream=True)
+              if c.choices]  # (a chunk without choices keeps an idle stream alive)
     return ("".join(c.choices[0].delta.content or "" for c in chunks),
             chunks[-1].choices[0].finish_reason)
 
@@ -190,3 +191,71 @@ async def test_an_invalid_schema_is_a_400_naming_the_parameter(sdk):
                 response_format=response_format({"type": "object", "properties": {
                     "a": {"type": "integr"}}}))
     assert caught.value.body["param"] == "response_format.json_schema.schema"
+
+
+# -- issue 39: what the grammar cannot enforce is checked, a schema with no value refused --
+
+# Each schema's grammar lets through exactly one value, which a keyword llguidance does not
+# implement refuses: the finished value breaks the schema whatever the model writes.
+UNENFORCED = {
+    "uniqueItems": {"type": OBJ, "properties": {"xs": {
+        "type": "array", "items": {"enum": ["x"]}, "minItems": 3, "maxItems": 3,
+        "uniqueItems": True}}, "required": ["xs"]},
+    "not": {"type": OBJ, "properties": {"m": {"enum": ["a"], "not": {"const": "a"}}},
+            "required": ["m"]},
+    "dependentRequired": {"type": OBJ, "properties": {"a": {"const": 1}},
+                          "required": ["a"], "dependentRequired": {"a": ["b"]}},
+}
+
+
+@pytest.mark.parametrize("keyword", list(UNENFORCED))
+async def test_a_value_breaking_an_unenforced_keyword_is_never_a_normal_finish(sdk, keyword):
+    schema = UNENFORCED[keyword]
+    async with sdk:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await sdk.chat.completions.create(
+                model=MODEL_ID, messages=[{"role": "user", "content": "Answer."}],
+                temperature=0, max_tokens=100, response_format=response_format(schema))
+        assert caught.value.body["code"] == "schema_unmet"
+        assert keyword in caught.value.body["message"]
+        chunks = []
+        with pytest.raises(openai.APIError) as streamed:
+            async for chunk in await sdk.chat.completions.create(
+                    model=MODEL_ID, messages=[{"role": "user", "content": "Answer."}],
+                    temperature=0, max_tokens=100, response_format=response_format(schema),
+                    stream=True):
+                chunks.append(chunk)
+        assert keyword in str(streamed.value)
+        assert not any(c.choices and c.choices[0].finish_reason for c in chunks)
+
+
+async def test_a_forced_call_breaking_propertyNames_fails(sdk):
+    """The probe's `submit({"m": {"": 1}})`: here the grammar allows only the key "c"."""
+    params = {"type": OBJ, "properties": {"m": {
+        "type": OBJ, "properties": {"c": {"const": 1}}, "required": ["c"],
+        "propertyNames": {"enum": ["a", "b"]}}}, "required": ["m"]}
+    tool = {"type": "function", "function": {"name": "submit", "parameters": params}}
+    async with sdk:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await sdk.chat.completions.create(
+                model=MODEL_ID, messages=[{"role": "user", "content": "Submit."}],
+                temperature=0, max_tokens=100, tools=[tool],
+                tool_choice={"type": "function", "function": {"name": "submit"}})
+    assert caught.value.body["code"] == "schema_unmet"
+    assert caught.value.body["param"] == "tools[0].function.parameters"
+    assert "propertyNames" in caught.value.body["message"]
+
+
+@pytest.mark.parametrize("defs", [{"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+                                  {"A": {"$ref": "#/$defs/A"}}])
+async def test_a_ref_loop_is_refused_before_any_output(sdk, defs):
+    """It compiled, and the model stopped after `{"x": ` with finish_reason "stop"."""
+    schema = {"$defs": defs, "type": OBJ, "properties": {"x": {"$ref": "#/$defs/A"}},
+              "required": ["x"]}
+    async with sdk:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await sdk.chat.completions.create(
+                model=MODEL_ID, messages=[{"role": "user", "content": "x"}],
+                max_tokens=20, response_format=response_format(schema))
+    assert caught.value.body["code"] == "invalid_schema"
+    assert "$ref" in caught.value.body["message"]

@@ -136,3 +136,36 @@ def test_a_full_write_queue_drops_the_write_instead_of_waiting(tmp_path):
 def test_the_default_bound_follows_the_free_disk_space():
     assert default_disk_bytes(10 << 30) == 1 << 30
     assert default_disk_bytes(1 << 40) == DEFAULT_DISK_CAP
+
+
+def test_a_directory_or_fifo_by_an_entrys_name_costs_the_cache_nothing(tmp_path, monkeypatch):
+    """Issue 39: a directory named `*.kv` raised IsADirectoryError out of the index read
+    (inside the scheduler's admission: the model was dead for good), and a FIFO by that
+    name blocked the open forever (under the scheduler's lock: the whole server hung).
+    Only regular files are opened, without blocking; other names are skipped, left
+    alone; any OS error of a read is a miss."""
+    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk.write(entry(range(40)), wait=True)
+    (good,) = written(disk)
+    directory = good.with_name("a-directory" + SUFFIX)
+    directory.mkdir()
+    fifo = good.with_name("a-fifo" + SUFFIX)
+    os.mkfifo(fifo)
+    later = DiskTier(tmp_path, FACTS, 1 << 20)
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(
+        later.longest(list(range(40)), limit=39)), daemon=True)
+    reader.start()
+    reader.join(60)  # (only a bound on a hang: the FIFO's open blocked for ever)
+    try:
+        assert not reader.is_alive(), "the index read blocked on the FIFO"
+        assert found[0] is not None and later.count == 1
+        assert directory.is_dir() and fifo.exists()  # not ours to remove
+        # an entry that cannot be read (EIO, ESTALE, EACCES on a shared data dir): a miss
+        def unreadable(*args: object, **kwargs: object) -> int:
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr(os, "open", unreadable)
+        assert later.load(found[0].entry) is None  # type: ignore[attr-defined]
+    finally:
+        later.close()

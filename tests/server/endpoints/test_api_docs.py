@@ -64,3 +64,16 @@ async def test_a_missing_file_is_the_same_404_as_the_web_pages():
     docs, web = await get("/docs/nope.js"), await get("/web/nope.js")
     assert docs.status_code == web.status_code == 404
     assert docs.json()["error"]["code"] == web.json()["error"]["code"] == "unknown_url"
+
+
+async def test_the_examples_name_a_model_this_server_has():
+    """(issue 40 item 12: "Try it out" with `my-model` answered 404)"""
+    document = (await get("/openapi.json")).json()
+    chat = document["paths"]["/v1/chat/completions"]["post"]["requestBody"]
+    example = chat["content"]["application/json"]["example"]
+    assert example["model"] == "fake-model"
+    assert "my-model" not in (await get("/openapi.json")).text
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=make_app(FakeEngine())),
+                                 base_url="http://127.0.0.1") as client:
+        tried = await client.post("/v1/chat/completions", json=example)
+    assert tried.status_code == 200

@@ -117,3 +117,24 @@ async def test_client_leaving_mid_stream_is_logged_499(caplog):
     await task
     (line,) = access_lines(caplog)
     assert line.access["status"] == 499  # type: ignore[attr-defined]
+
+
+async def test_an_abandoned_stream_logs_the_prompt_it_evaluated(caplog):
+    """Issue 39: a client that timed out on a long prompt left before the final usage,
+    and its line said `prompt_tokens=-` though the whole prompt was evaluated."""
+    caplog.set_level(logging.INFO, logger="parlance.access")
+    engine = FakeEngine()
+    held = asyncio.Event()  # never set: the client leaves first
+    engine.enqueue(TextDelta("t"), held, Finish(FinishReason.STOP), Usage(2, 1))
+    app = make_app(engine)
+    gone = asyncio.Event()
+    task = asyncio.create_task(exchange(app, "/v1/chat/completions",
+                                        {"messages": HELLO, "stream": True}, leave=gone))
+    await until(lambda: engine.generations and engine.generations[0].yielded,
+                "the output under way")
+    gone.set()
+    await task
+    (line,) = access_lines(caplog)
+    access = line.access  # type: ignore[attr-defined]
+    assert access["status"] == 499 and access["prompt_tokens"] == 1  # "Hello!": one word
+    assert "prompt_tokens=1 " in line.getMessage()

@@ -34,9 +34,9 @@ from tests.support.live_server import ServerThread
 
 ANY_NAME = ModelSpec(id="fake-model", locate=lambda: Path("/dev/null"), aliases=("*",))
 STREAMS = {"text/event-stream", "application/x-ndjson"}
-# Examples that succeed only on a server in another state; here they must be refused
-NEEDS_STATE = {"POST /api/v1/models/unload": "the instance id of a loaded model",
-               "POST /api/v1/models/download": "a models directory",
+# Examples that succeed only on a server in another state; here they must be refused.
+# (The unload's example names this server's model, loaded by the examples before it.)
+NEEDS_STATE = {"POST /api/v1/models/download": "a models directory",
                "DELETE /api/delete": "a model file in the models directory"}
 EXAMPLES = 6  # per operation and mode: some 45 operations in a minute or two when busy
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,

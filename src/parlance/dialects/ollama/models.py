@@ -260,12 +260,12 @@ def progress(status: str, digest: str | None = None, total: int | None = None,
 # -- refusals ---------------------------------------------------------------------
 
 _NOT_PULLABLE = ("Parlance cannot pull '{name}': it is no model this server has, and "
-                 "{why}. Pull a direct link to a .gguf file instead, e.g. https://"
-                 "huggingface.co/<owner>/<repo>/resolve/main/<file>.gguf, or name a model "
-                 "GET /api/tags lists.")
+                 "{why}. Pull a GGUF repository of the model catalog (<owner>/<repo>"
+                 "[:<quantization>] or hf.co/<owner>/<repo>[:<quantization>]), a direct "
+                 "link to a .gguf file, e.g. https://huggingface.co/<owner>/<repo>/resolve/"
+                 "main/<file>.gguf, or name a model GET /api/tags lists.")
 _REGISTRY = "names from Ollama's registry cannot be fetched here"
-_HUGGING_FACE = ("Hugging Face names (hf.co/<owner>/<repo>:<quantization>) are not looked "
-                 "up here")
+_HUGGING_FACE = "it is no catalog name (hf.co/<owner>/<repo>[:<quantization>])"
 
 
 def not_pullable(name: str) -> InvalidRequest:

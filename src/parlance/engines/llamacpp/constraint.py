@@ -51,12 +51,18 @@ class TokenConstraint:
     def error(self) -> str:
         return self._matcher.get_error()
 
-    def apply(self, row: np.ndarray) -> None:
-        """Forbid, in this logits row (written in place), every token the grammar rejects."""
+    def apply(self, row: np.ndarray) -> bool:
+        """Forbid, in this logits row (written in place), every token the grammar
+        rejects; False when nothing can extend the output (a grammar that accepts no
+        value here): llguidance then allows only the end of the text, and fails, and
+        whatever is sampled from that row is no output of the grammar."""
         self._matcher.unsafe_compute_mask_ptr(self._mask.ctypes.data, self._mask.nbytes)
+        if self._matcher.is_error() or not self._mask.any():
+            return False
         allowed = np.unpackbits(self._mask.view(np.uint8), count=self._n_vocab,
                                 bitorder="little").view(bool)
         np.copyto(row, -np.inf, where=~allowed)
+        return True
 
     def allows(self, token: int) -> bool:
         """Whether the grammar accepts `token` next (cheap: no mask is built)."""

@@ -49,6 +49,7 @@ from parlance.engines.llamacpp.scoring import ScoreSpec
 from parlance.engines.llamacpp.speculation import NO_SPECULATION, SpeculativeSettings
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.metrics import EngineMetrics
+from parlance.engines.output_check import OutputCheck
 from parlance.engines.reranking import by_cosine, by_yes_no
 
 DEFAULT_MAX_WAITING = 64
@@ -147,6 +148,7 @@ class LlamaCppEngine:
         # Template, tokens and grammars grow with the request: off the event loop.
         prepared = await self._off_loop(self.preparation.prepare, request)
         token_lists, plan = prepared.token_lists, prepared.plan
+        check = await self._off_loop(OutputCheck.of, request) if plan is not None else None
         scheduler = self.scheduler
         speculator = scheduler.speculator
         drafters: list[NgramDrafter | None] = (
@@ -172,7 +174,7 @@ class LlamaCppEngine:
                 for sampler in group.samplers:
                     sampler.free()
             raise
-        return LlamaGeneration(job, prepared.prompts)
+        return LlamaGeneration(job, prepared.prompts, check)
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return await self._off_loop(self.preparation.count, request.prompts[0], request)

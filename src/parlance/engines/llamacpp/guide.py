@@ -84,9 +84,20 @@ class ChoiceGuide:
         return self._active is not None
 
     def mask(self, logits: np.ndarray) -> None:
-        """Forbid, in this logits row, every token the active grammar rejects."""
-        if self._active is not None:
-            self._active.apply(logits)
+        """Forbid, in this logits row, every token the active grammar rejects. A grammar
+        that allows no token at all is broken: the choice must not sample on and end
+        as if it had finished (it would pick the end of the text)."""
+        active = self._active
+        if active is not None and not active.apply(logits):
+            self._active = None
+            self.broken = self._dead_end()
+
+    def _dead_end(self) -> InvalidRequest:
+        param = self.plan.forced_param if self._forced_active else "tools"
+        log.warning("a grammar allowed no token mid-answer (%s)", param)
+        return InvalidRequest("The output could not be kept to the request's schema: its "
+                              "grammar allows no next token (does the schema admit any "
+                              "value at all?).", param=param, code="invalid_schema")
 
     def allows(self, token: int) -> bool:
         return self._active is None or self._active.allows(token)

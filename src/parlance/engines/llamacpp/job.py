@@ -16,13 +16,14 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from parlance.core.events import Event
+from parlance.core.events import Event, Failed
 from parlance.core.prompts import PromptInfo
 from parlance.engines.llamacpp.drafting import NgramDrafter
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.outbox import Outbox
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scoring import ScoreSpec
+from parlance.engines.output_check import OutputCheck
 
 _END = object()
 
@@ -122,11 +123,15 @@ class Job:
 
 
 class LlamaGeneration:
-    """The `Generation` handed to the server for a llama.cpp job."""
+    """The `Generation` handed to the server for a llama.cpp job. `check`: the
+    finished values checked against the client's schemas (a breach fails the
+    generation instead of its normal finish)."""
 
-    def __init__(self, job: Job, prompts: tuple[PromptInfo, ...]) -> None:
+    def __init__(self, job: Job, prompts: tuple[PromptInfo, ...],
+                 check: OutputCheck | None = None) -> None:
         self._job = job
         self.prompts = prompts
+        self._check = check
 
     @property
     def job(self) -> Job:
@@ -147,4 +152,12 @@ class LlamaGeneration:
             item = items.popleft()
             if item is _END:
                 return
+            if isinstance(item, Failed):  # the engine failed it: nothing more to check
+                self._check = None
+            elif self._check is not None:
+                breach = self._check.breach(item)  # type: ignore[arg-type]
+                if breach is not None:
+                    self._job.cancel()
+                    yield Failed(breach)
+                    return
             yield item  # type: ignore[misc]

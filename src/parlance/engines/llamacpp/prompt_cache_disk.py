@@ -22,10 +22,12 @@ and again when another process changed the directory.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import queue
+import stat
 import struct
 import threading
 import time
@@ -33,6 +35,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from parlance.engines.llamacpp.prompt_cache_entry import Entry, Found, common_prefix
 from parlance.engines.llamacpp.prompt_cache_file import (
@@ -120,13 +123,18 @@ class DiskTier:
         if item is None:
             return None
         try:
-            entry = decode(item.path.read_bytes(), self.key)
+            with _open_regular(item.path) as fh:
+                entry = decode(fh.read(), self.key)
         except FileNotFoundError:
             self._forget(item.path)
             return None
         except Unusable as exc:
             log.warning("prompt cache: removing %s (%s)", item.path.name, exc)
             self._discard(item.path)
+            return None
+        except OSError as exc:  # not a regular file, no permission, EIO, ESTALE, ...
+            log.warning("prompt cache: cannot read %s (%s); left alone", item.path.name, exc)
+            self._forget(item.path)
             return None
         with contextlib.suppress(OSError):
             os.utime(item.path)  # recently used: evicted last
@@ -165,12 +173,17 @@ class DiskTier:
             return self.directory.stat().st_mtime_ns != self._seen_mtime
         except FileNotFoundError:
             return self._seen_mtime != 0
+        except OSError:  # (EACCES, ESTALE, EIO): read again, which costs the cache only
+            return True
 
     def _scan(self) -> Iterator[tuple[Path, _Indexed]]:
         try:
             self._seen_mtime = self.directory.stat().st_mtime_ns
             paths = list(self.directory.iterdir())
         except FileNotFoundError:
+            return
+        except OSError as exc:  # any failure of the cache costs the cache only
+            log.warning("prompt cache: cannot list %s (%s)", self.directory, exc)
             return
         for path in paths:
             if path.suffix == SUFFIX:
@@ -181,9 +194,11 @@ class DiskTier:
                 self._remove_stale(path)
 
     def _read_index(self, path: Path) -> _Indexed | None:
+        """The tokens of one file; None for anything that is no readable entry (left
+        alone unless it is a regular file we wrote that proved unusable)."""
         try:
-            size = path.stat().st_size
-            with path.open("rb") as fh:
+            with _open_regular(path) as fh:
+                size = os.fstat(fh.fileno()).st_size
                 head = read_head(fh)
             return _Indexed(path, read_tokens(head, self.key, size), size)
         except FileNotFoundError:
@@ -191,6 +206,9 @@ class DiskTier:
         except (Unusable, struct.error) as exc:
             log.warning("prompt cache: removing %s (%s)", path.name, exc)
             _unlink(path)
+            return None
+        except OSError as exc:  # a directory, FIFO or socket by that name, EACCES, EIO
+            log.warning("prompt cache: skipping %s (%s)", path.name, exc)
             return None
 
     def _remove_stale(self, path: Path) -> None:
@@ -284,6 +302,21 @@ class DiskTier:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """`path` opened for reading only if it is a regular file: without blocking (a FIFO
+    by an entry's name would hold the opener until a writer came) and without
+    following a link out of the directory. Anything else is an `OSError`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _unlink(path: Path) -> None:

@@ -155,6 +155,9 @@ class Sequence:
             self.sampler.accept(token)
         elif guide:
             token = self._constrained_sample(output, picked)
+            if guide.broken is not None:  # it allowed no token: nothing sampled counts
+                self.job.emit(Failed(guide.broken))
+                return self.finish(FinishReason.STOP)
         else:
             token = picked if picked is not None else self.sampler.sample(model, output)
         now = time.perf_counter()

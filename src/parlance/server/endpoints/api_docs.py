@@ -44,16 +44,20 @@ def _viewer(suffixes: frozenset[str], *, cache: str) -> PackagedFiles:
 
 
 class ApiDocs:
-    def __init__(self, settings: ServerSettings, refusals: Callable[[str], Render]) -> None:
-        """`refusals`: the error envelope of a path (`routes.error_renderer`)."""
+    def __init__(self, settings: ServerSettings, refusals: Callable[[str], Render],
+                 example_model: Callable[[], str | None] = lambda: None) -> None:
+        """`refusals`: the error envelope of a path (`routes.error_renderer`);
+        `example_model`: the model the examples name (the server's default one)."""
         self.keys_required = bool(settings.api_keys)
         self.refusals = refusals
+        self.example_model = example_model
         self._document: dict[str, Any] | None = None
 
     async def document(self, request: Request) -> Response:
         if self._document is None:
             self._document = openapi_document(request.app.router.routes, describe,
-                                              refusals=self.refusals, examples=examples(),
+                                              refusals=self.refusals,
+                                              examples=examples(self.example_model()),
                                               keys_required=self.keys_required)
         return JSONResponse(self._document)
 

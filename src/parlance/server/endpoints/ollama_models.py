@@ -4,7 +4,9 @@ use Ollama's envelope (`{"error": …}`, `model 'x' not found` with 404). The po
 the models layer's: what a model's facts are (`models/facts.py`), what may be deleted
 (`models/removal.py`), what a download is answered (`models/download_policy.py`).
 
-- pull: a direct http(s) link to a .gguf file is downloaded into the models directory
+- pull: a catalog name (`owner/repo[:QUANT]`, `hf.co/owner/repo[:QUANT]`: `models.hub`,
+  the catalog `--catalog-url`) is resolved to one GGUF file's link, then pulled as
+  a link is; a direct http(s) link to a .gguf file is downloaded into the models directory
   by the download manager LM Studio's download endpoint uses (single flight, resumable,
   address-guarded), its progress streamed as Ollama's NDJSON lines; a name this server
   already serves is there already (`success`). Any other name would need Ollama's
@@ -33,9 +35,16 @@ from parlance.dialects.ollama import render_error
 from parlance.dialects.ollama.errors import error_line
 from parlance.models.copies import FILE_NAME, CopyFile
 from parlance.models.download_job import DownloadJob
-from parlance.models.download_policy import failure, no_models_dir, served_name, start_download
-from parlance.models.downloads import DownloadManager, destination_for
+from parlance.models.download_policy import (
+    failure,
+    link_for,
+    no_models_dir,
+    served_name,
+    start_download,
+)
+from parlance.models.downloads import DownloadManager
 from parlance.models.facts import facts_of
+from parlance.models.hub import hub_name
 from parlance.models.registry import tagged
 from parlance.models.removal import delete_model
 from parlance.models.served import ServedModels
@@ -135,12 +144,17 @@ class OllamaModels:
             try:
                 self.models.spec(name)
             except ModelNotFound:
-                raise shapes.not_pullable(name) from None
-            return self._answer([shapes.progress("success")], stream)
+                if (hub := hub_name(name)) is None:
+                    raise shapes.not_pullable(name) from None
+            else:
+                return self._answer([shapes.progress("success")], stream)
+            if self.downloads is None:
+                raise no_models_dir()
+            name = await link_for(self.downloads, hub)
         if self.downloads is None:
             raise no_models_dir()
         started = await start_download(self.downloads, name, followed=True)
-        file = destination_for(self.downloads.models_dir, name)
+        file = self.downloads.destination(name)
         if started["status"] == "already_downloaded":
             return self._answer(self._done_lines(file), stream)
         job = self.downloads.job(started["job_id"])

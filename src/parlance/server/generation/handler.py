@@ -153,6 +153,7 @@ class GenerationHandler:
                 lease.release()
             raise
         supervisor.record.model = lease.name
+        supervisor.record.prompt_size = sum(p.n_tokens for p in generation.prompts) or None
         served = CallFacts(lease.name, generation.prompts, lease.load_seconds,
                         lease.ready_seconds)
         return Started(call, served, generation, supervisor, lease, toolbox, conversations)

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from parlance.core.events import (
     Event,
     Failed,
+    PromptProgress,
     ReasoningDelta,
     TextDelta,
     ToolCallStart,
@@ -52,16 +53,28 @@ class AccessRecord:
     completion_tokens: int | None = None
     first_output: float | None = None  # perf_counter() when the first output was generated
     error: str | None = None  # the code of the error a generation ended with
+    # The prompt's tokens as the engine counted them at the start: logged once the prompt
+    # was evaluated (its output began, or its progress reached the end) for a stream whose
+    # client left before the final usage (a client timeout on a long prompt).
+    prompt_size: int | None = None
 
     def observe(self, event: Event) -> None:
         """Called for every event of the request's generation (cheap: per token)."""
         if self.first_output is None and isinstance(event, _OUTPUT):
             self.first_output = time.perf_counter()
+            self._evaluated()
+        elif isinstance(event, PromptProgress):
+            if event.done >= event.total:
+                self._evaluated()
         elif isinstance(event, Usage):
             self.prompt_tokens = event.prompt_tokens
             self.completion_tokens = event.completion_tokens
         elif isinstance(event, Failed):
             self.error = event.error.code or event.error.kind
+
+    def _evaluated(self) -> None:
+        if self.prompt_tokens is None:
+            self.prompt_tokens = self.prompt_size
 
 
 def access_record(request: Request) -> AccessRecord:

@@ -143,7 +143,7 @@ PLAIN: dict[tuple[str, str], Operation] = {
 }
 
 
-_MODEL = "my-model"
+_MODEL = "my-model"  # (a placeholder: `examples` puts the server\'s own model there)
 
 # A small valid body of each body model, shown by `/docs` (and sent by "Try it out");
 # the schemathesis test sends each one and its streamed variant and expects a success.
@@ -162,12 +162,18 @@ MANAGEMENT_EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
 }
 
 
-def examples() -> dict[type[BaseModel], dict[str, Any]]:
-    """Every example: each registered API's, then the management endpoints'."""
+def examples(model: str | None = None) -> dict[type[BaseModel], dict[str, Any]]:
+    """Every example: each registered API's, then the management endpoints'; naming
+    `model` (a model this server has, so "Try it out" answers rather than 404) where
+    they name the placeholder. None: the placeholder stays (a server with no model)."""
     found: dict[type[BaseModel], dict[str, Any]] = {}
     for api in apis.APIS:
         found.update(api.examples)
-    return found | MANAGEMENT_EXAMPLES
+    every = found | MANAGEMENT_EXAMPLES
+    if model is None:
+        return every
+    return {shape: {key: model if value == _MODEL else value for key, value in body.items()}
+            for shape, body in every.items()}
 
 
 @runtime_checkable
