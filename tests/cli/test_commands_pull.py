@@ -110,3 +110,27 @@ def test_a_catalog_that_does_not_answer_is_one_line(tmp_path, monkeypatch):
         child.close()
     assert child.exitstatus == 1
     assert f"The model catalog {dead} could not be reached" in child.before.replace("\r\n", "")
+
+
+def test_lm_studios_download_takes_a_catalog_name_and_its_quantization(catalog):
+    """The web chat's download field and LM Studio clients (`/api/v1/models/download`
+    with `quantization`) reach the same catalog as `pull`."""
+    import time
+
+    import httpx
+
+    server, origin = catalog
+    started = httpx.post(f"{server.url}/api/v1/models/download",
+                         json={"model": "acme/Tiny-GGUF", "quantization": "Q8_0"}).json()
+    status = started
+    deadline = time.monotonic() + 120  # a bound, so a broken test ends; nothing is timed
+    while status["status"] not in ("completed", "failed", "already_downloaded"):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.05)
+        status = httpx.get(f"{server.url}/api/v1/models/download/status/"
+                           f"{started['job_id']}").json()
+    assert status["status"] in ("completed", "already_downloaded"), status
+    assert (server.models_dir / "acme" / "Tiny-GGUF" / "Tiny-Q8_0.gguf").read_bytes() == \
+        origin.data
+    refused = httpx.post(f"{server.url}/api/v1/models/download", json={"model": "not a name"})
+    assert refused.status_code == 400 and "catalog name" in refused.text

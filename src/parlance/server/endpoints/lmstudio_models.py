@@ -35,10 +35,11 @@ from parlance.dialects.lmstudio.models import (
     load_answer,
     model_object,
 )
-from parlance.models.download_policy import no_models_dir, start_download
+from parlance.models.download_policy import link_for, no_models_dir, start_download
 from parlance.models.downloads import DownloadManager
 from parlance.models.facts import facts_of
 from parlance.models.headers import file_size
+from parlance.models.hub import hub_name
 from parlance.models.registry import ModelSpec
 from parlance.models.served import LoadOptions, ServedModels
 from parlance.server.body.reader import read_wire
@@ -134,13 +135,18 @@ class LMStudioModels:
         body = await read_wire(request, self.settings.max_body_bytes, DownloadRequest)
         if self.downloads is None:
             raise no_models_dir()
-        if not body.model.startswith(("http://", "https://")):
-            raise InvalidRequest(
-                f"'{body.model}' looks like a model catalog id; this server cannot reach a "
-                "model catalog. Pass a direct http(s) link to a .gguf file, e.g. https://"
-                "huggingface.co/<owner>/<repo>/resolve/main/<file>.gguf.", param="model",
-                code="catalog_unavailable")
-        return await start_download(self.downloads, body.model)
+        link = body.model
+        if not link.startswith(("http://", "https://")):
+            # a catalog id, `owner/repo` (LM Studio's `quantization` may name the file)
+            hub = hub_name(link if body.quantization is None
+                           else f"{link}:{body.quantization}")
+            if hub is None:
+                raise InvalidRequest(
+                    f"'{body.model}' is neither a link to a .gguf file nor a catalog name "
+                    "(owner/repo, hf.co/owner/repo, with :QUANT or `quantization`).",
+                    param="model", code="invalid_model")
+            link = await link_for(self.downloads, hub)
+        return await start_download(self.downloads, link)
 
     async def _download_status(self, request: Request) -> dict[str, Any]:
         job_id = request.path_params["job_id"]
