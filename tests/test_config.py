@@ -203,3 +203,14 @@ def test_a_value_of_the_wrong_type_is_refused_naming_its_source(tmp_path):
         resolve_config({}, {}, config)
     with pytest.raises(ValueError, match="PARLANCE_PORT: port must be int, not 'http'"):
         resolve_config({}, {"PARLANCE_PORT": "http"}, None)
+
+
+def test_chat_format_from_a_preset_or_the_flag(tmp_path):
+    path = tmp_path / "parlance.toml"
+    path.write_text('[presets.oss]\nmodel = "smollm2-135m-instruct"\nchat_format = "harmony"\n')
+    config, registry = resolve_config({"chat_format": "qwen3_coder"}, {}, path)
+    assert resolve_spec("oss", registry).chat_format == "harmony"
+    assert config.chat_format == "qwen3_coder"
+    path.write_text('[presets.oss]\nmodel = "smollm2-135m-instruct"\nchat_format = "nope"\n')
+    with pytest.raises(ValueError, match="chat_format must be one of"):
+        resolve_config({}, {}, path)

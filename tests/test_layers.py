@@ -48,6 +48,10 @@ FLOORS = "the server's floors"
     ("dialects/bad.py", "from parlance.models import gguf", DOWN),
     ("dialects/bad.py", "from parlance.engines.llamacpp import engine", NEUTRAL),
     ("dialects/bad.py", "from parlance.engines.parsing import syntax", NEUTRAL),
+    ("dialects/anthropic/bad.py", "from parlance.dialects.openai import tools",
+     "no dialect imports another"),
+    ("dialects/gemini/bad.py", "from parlance.dialects.anthropic import errors",
+     "no dialect imports another"),  # (a package the contract does not list by name)
     ("server/bad.py", "from parlance.engines.upstream import Fleet",
      "the server never imports an engine's implementation"),
     ("console/bad.py", "import parlance.config", DOWN),

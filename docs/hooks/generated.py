@@ -199,7 +199,16 @@ def flags_markdown(here: str) -> str:
     return str(from_fields())
 
 
+def families_markdown(here: str) -> str:
+    """The model families' table, from the format registry (`parlance.engines.parsing.
+    formats`) the engine itself detects, parses and forces with."""
+    from parlance.engines.parsing.formats import family_table_markdown
+
+    return family_table_markdown()
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
     "endpoints": endpoints_markdown,
     "flags": flags_markdown,
+    "families": families_markdown,
 }

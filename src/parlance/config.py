@@ -16,6 +16,7 @@ from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from parlance.engines.parsing.formats import format_names
 from parlance.models.load_plan import DEFAULT_CONTEXT
 from parlance.models.registry import (
     DEFAULT_MODEL,
@@ -146,6 +147,10 @@ class ServeConfig:
         "it implies --batch-invariant); 'draft' drafts them with --draft-model (implied "
         "by it); 'off' (the default) decodes one token per step",
         choices=("ngram", "draft", "off"))
+    chat_format: str | None = setting(
+        None, "the chat format the model's output is parsed and forced in (default: "
+        "detected from its chat template; a preset's chat_format wins)",
+        metavar="NAME", choices=format_names())
     draft_model: str = setting(
         "", "a smaller model with the same tokenizer (path to a .gguf file or registry "
         "name) whose guesses the --model model verifies: speculative decoding with a "

@@ -24,21 +24,22 @@ from tests.support.error_kinds import ALL_KINDS, instance
 # 502: a gateway's own status when an upstream it relays failed (`UpstreamFailure`); each
 # SDK reads any 5xx as a server error. 507: a model download with no room on disk
 # (`InsufficientStorage`, only on the model-management routes), a 5xx to every SDK.
-OPENAI_STATUSES = {400, 401, 403, 404, 405, 408, 413, 424, 429, 500, 501, 502, 503, 507}
+# 422: a model whose file llama.cpp cannot load (`ModelUnusable`), as vLLM answers it.
+OPENAI_STATUSES = {400, 401, 403, 404, 405, 408, 413, 422, 424, 429, 500, 501, 502, 503, 507}
 OPENAI_TYPES = {"invalid_request_error", "authentication_error", "request_forbidden",
                 "tokens_exceeded_error", "rate_limit_error", "timeout_error",
                 "external_connector_error", "server_error"}
 # Anthropic documents 400/401/403/404/413/429/500/504/529, with any other 4xx an
 # invalid_request_error; 405 and 503 are HTTP's own (a draining server)
-ANTHROPIC_STATUSES = {400, 401, 403, 404, 405, 413, 429, 500, 502, 503, 504, 507, 529}
+ANTHROPIC_STATUSES = {400, 401, 403, 404, 405, 413, 422, 429, 500, 502, 503, 504, 507, 529}
 ANTHROPIC_TYPE_OF = {400: "invalid_request_error", 401: "authentication_error",
                      403: "permission_error", 404: "not_found_error",
                      413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
                      504: "timeout_error", 529: "overloaded_error"}
 # Ollama documents 400/404/429/500/502 (401/413 for its cloud); its server answers a
 # full queue with 503; 403, 405 and 504 are HTTP's own
-OLLAMA_STATUSES = {400, 401, 403, 404, 405, 413, 429, 500, 502, 503, 504, 507}
-LMSTUDIO_STATUSES = {400, 401, 403, 404, 405, 408, 413, 429, 500, 501, 502, 503, 507}
+OLLAMA_STATUSES = {400, 401, 403, 404, 405, 413, 422, 429, 500, 502, 503, 504, 507}
+LMSTUDIO_STATUSES = {400, 401, 403, 404, 405, 408, 413, 422, 429, 500, 501, 502, 503, 507}
 
 def check_openai(rendered: ErrorResponse) -> None:
     assert rendered.status in OPENAI_STATUSES
@@ -70,7 +71,7 @@ def check_lmstudio(rendered: ErrorResponse) -> None:
 
 # Gemini's: google.rpc's codes as HTTP statuses (400/401/403/404/429/499/500/501/503/504);
 # 405 and 413 are HTTP's own (a 413 named INVALID_ARGUMENT, a 405 FAILED_PRECONDITION)
-GEMINI_STATUSES = {400, 401, 403, 404, 405, 408, 413, 429, 500, 501, 502, 503, 504, 507}
+GEMINI_STATUSES = {400, 401, 403, 404, 405, 408, 413, 422, 429, 500, 501, 502, 503, 504, 507}
 GEMINI_NAMES = {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "UNAUTHENTICATED",
                 "PERMISSION_DENIED", "NOT_FOUND", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED",
                 "INTERNAL", "UNIMPLEMENTED", "UNAVAILABLE"}

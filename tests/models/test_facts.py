@@ -24,7 +24,8 @@ def test_an_embedding_model_is_one_whose_header_names_a_pooling_type():
 def test_thinking_follows_the_served_template_and_training_the_files_own():
     served = "{{ messages }}<think>"
     caps = capabilities(LLAMA, served, "{% if tools %}{{ reasoning_effort }}{% endif %}")
-    assert caps == Capabilities(thinks=True, trained_for_tools=True, reasoning_switch="effort")
+    assert caps == Capabilities(thinks=True, trained_for_tools=True, reasoning_switch="effort",
+                                chat_format="generic")
     caps = capabilities(LLAMA, None, "{{ enable_thinking }}")
     assert caps == Capabilities(reasoning_switch="on_off")
     assert capabilities(LLAMA, None, None) == Capabilities()
@@ -69,3 +70,9 @@ def test_a_model_without_a_file_claims_nothing_of_one():
     assert facts.modified_ns == 1_700_000_000 * 1_000_000_000  # when it was loaded
     assert facts.capabilities == Capabilities() and facts.chat_template is None
     assert facts_of(ModelSpec(id="remote", locate=nowhere)).modified_ns is None
+
+
+def test_the_chat_format_is_detected_from_the_served_template_or_named():
+    harmony = "{% for m in messages %}<|start|>{{ m.role }}<|channel|>final{% endfor %}"
+    assert capabilities(LLAMA, harmony, harmony).chat_format == "harmony"
+    assert capabilities(LLAMA, harmony, harmony, "hermes").chat_format == "hermes"

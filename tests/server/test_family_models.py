@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import jsonschema
 import pytest
@@ -27,7 +27,7 @@ from parlance.engines.llamacpp.model import ContextSettings
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
-from tests.support.family_gguf import GPT_OSS, QWEN3_CODER, Family, family_gguf
+from tests.support.family_gguf import GPT_OSS, QWEN3, QWEN3_CODER, Family, family_gguf
 from tests.support.real_engine import REQUEST_TIMEOUT, asgi_client, assert_idle_soon, run
 
 pytestmark = pytest.mark.model
@@ -45,29 +45,45 @@ MARKUP = {
                    "<|constrain|>", "to=functions", "<|return|>"),
     QWEN3_CODER.name: ("<tool_call>", "</tool_call>", "<function=", "<parameter=",
                        "<|im_end|>", "<|im_start|>", "<tool_response>"),
+    QWEN3.name: ("<tool_call>", "</tool_call>", "<think>", "</think>", "<|im_end|>",
+                 "<|im_start|>", "<tool_response>"),
 }
 # How a forced call must be spelled: (special tokens it must hold as single tokens,
 # text it must contain), in the family's own markup as its template teaches it.
 FORCED_MARKUP = {
-    GPT_OSS.name: (("<|channel|>", "<|message|>", "<|call|>"),
+    # `<|call|>` ends the turn (an end-of-generation token), so it is not among the
+    # tokens the output reports; the grammar's last token is it all the same.
+    GPT_OSS.name: (("<|channel|>", "<|message|>"),
                    ("to=functions.get_weather", "<|message|>{")),
     QWEN3_CODER.name: (("<tool_call>",),
                        ("<function=get_weather>", "<parameter=city>", "Paris", "</function>")),
+    QWEN3.name: (("<tool_call>", "</tool_call>"), ('"name": "get_weather"', '"arguments": {')),
 }
-NOT_YET_NATIVE = pytest.mark.xfail(
-    reason="forced calls are written in Hermes markup on every model: the formats "
-           "branch's harmony and Qwen3-Coder XML grammars are not merged yet", strict=True)
-FAMILIES = [GPT_OSS, QWEN3_CODER]
+FAMILIES = [pytest.param(GPT_OSS, id=GPT_OSS.name),
+            pytest.param(QWEN3_CODER, id=QWEN3_CODER.name)]
 MODEL = "tiny-family"
 
 
-@pytest.fixture(scope="module", params=FAMILIES, ids=lambda f: f.name)
-def family(request) -> Iterator[tuple[Family, LlamaCppEngine]]:
-    engine = LlamaCppEngine.load(family_gguf(request.param),
-                                 ContextSettings(n_ctx=4096, n_threads=2, parallel=2))
-    yield request.param, engine
-    assert_idle_soon(engine)
-    asyncio.run(engine.aclose())
+@pytest.fixture(scope="module")
+def engines() -> Iterator[Callable[[Family], LlamaCppEngine]]:
+    """Each family's engine, loaded once for the module."""
+    loaded: dict[str, LlamaCppEngine] = {}
+
+    def engine_of(family: Family) -> LlamaCppEngine:
+        if family.name not in loaded:
+            loaded[family.name] = LlamaCppEngine.load(
+                family_gguf(family), ContextSettings(n_ctx=4096, n_threads=2, parallel=2))
+        return loaded[family.name]
+
+    yield engine_of
+    for engine in loaded.values():
+        assert_idle_soon(engine)
+        asyncio.run(engine.aclose())
+
+
+@pytest.fixture(params=FAMILIES)
+def family(request, engines) -> tuple[Family, LlamaCppEngine]:
+    return request.param, engines(request.param)
 
 
 @pytest.fixture
@@ -92,9 +108,10 @@ def no_markup(family: Family, text: str | None) -> None:
 # -- the engine: what the model was made to write ---------------------------------------
 
 
-@NOT_YET_NATIVE
-async def test_a_forced_call_is_written_in_the_familys_own_markup(family):
-    fam, engine = family
+@pytest.mark.parametrize("fam", [pytest.param(f, id=f.name)
+                                 for f in (GPT_OSS, QWEN3_CODER, QWEN3)])
+async def test_a_forced_call_is_written_in_the_familys_own_markup(engines, fam):
+    engine = engines(fam)
     request = GenerationRequest(
         model=MODEL, prompts=(ChatInput((Message("user", "Weather in Paris?"),)),),
         sampling=SamplingParams(temperature=0.0), max_tokens=200,

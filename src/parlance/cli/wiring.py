@@ -91,6 +91,7 @@ def engine_loader(config: ServeConfig) -> Loader:
             batch_invariant=batch_invariant,
         )
         return LlamaCppEngine.load(spec.locate(), settings, chat_template=spec.chat_template,
+                                   chat_format=spec.chat_format or config.chat_format,
                                    on_progress=on_progress, max_waiting=config.queue_size,
                                    rpc=rpc, prompt_cache=prompt_cache,
                                    strict_max_tokens=config.strict_max_tokens,
@@ -202,8 +203,16 @@ def first_model(config: ServeConfig, registry: Registry, loader: Loader) -> list
     console.print(f"[green]Loaded[/] {spec.id} in {time.perf_counter() - started:.2f}s "
                   f"({ctx.parallel} slots, context {ctx.n_ctx} "
                   f"{'shared' if ctx.kv_unified else 'each'}, {ctx.n_threads} threads)"
-                  + (f", drafts from {spec.draft.id}" if spec.draft else ""))
+                  + (f", drafts from {spec.draft.id}" if spec.draft else "")
+                  + _format_note(engine))
     return [ServedModel(spec, engine, int(time.time()), plan.memory.total)]
+
+
+def _format_note(engine: Engine) -> str:
+    """The startup line's word on the chat format the model's output is parsed in."""
+    template = getattr(engine, "template", None)
+    fmt = getattr(template, "format", None)
+    return f", chat format {fmt.name}" if fmt is not None else ""
 
 
 def _load_first(config: ServeConfig, registry: Registry,

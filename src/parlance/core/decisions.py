@@ -76,6 +76,8 @@ class Answer:
             spread = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
             distance = sum(pi * abs(i - mode) for i, pi in enumerate(p))
             return min(1.0, max(0.0, 1 - distance / spread)) if spread else 1.0
+        if n < 2:  # one label to choose: nothing else it could have been
+            return 1.0
         return max(0.0, (max(p) - 1 / n) / (1 - 1 / n))
 
 

@@ -24,6 +24,7 @@ class Capabilities:
     fills_in_middle: bool = False  # its header names the fill-in-the-middle tokens
     trained_for_tools: bool = False  # its file's own chat template mentions tools
     reasoning_switch: ReasoningSwitch | None = None  # the knob its file's template offers
+    chat_format: str | None = None  # the family format it is served with (None: no template)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ import llguidance
 from parlance.core.errors import InvalidRequest
 from parlance.core.request import GenerationRequest
 from parlance.core.tools import InputGrammar, ToolSpec
-from parlance.engines.parsing.syntax import SYNTAXES, ToolSyntax
+from parlance.engines.parsing.syntax import SPECIAL_MARKERS, SYNTAXES, Tagged, ToolSyntax
 
 # `lenient`: keywords llguidance does not implement (`propertyNames`, as in one of Claude
 # Code's tools) are not enforced rather than refused, as llama.cpp's own conversion does;
@@ -271,7 +271,10 @@ class _Calls:
                 self.rules += self._freeform(i, tool, syntax, literal)
                 continue
             calls.append(f"call_{i}")
-            self.rules.append(f"call_{i}: {_json_call(tool, syntax)}")
+            if syntax.tagged is not None:
+                self.rules += _tagged_call(i, tool, syntax.tagged, literal)
+            else:
+                self.rules.append(f"call_{i}: {_json_call(tool, syntax)}")
         self.json = bool(calls)
         self.free = bool(freeform)
         if calls:
@@ -304,6 +307,50 @@ def _json_call(tool: ToolSpec, syntax: ToolSyntax) -> str:
     rather than into a wrapper around it."""
     opening = f'{{"name": {json.dumps(tool.name, ensure_ascii=False)}, "{syntax.args_key}": '
     return f"{quoted(opening)} {_json_rule(tool.parameters)} {quoted('}')}"
+
+
+def _tagged_call(i: int, tool: ToolSpec, tags: Tagged, literal: Literal) -> list[str]:
+    """A call in a tagged syntax's own markup: JSON arguments as one `%json`, or one
+    key/value parameter per property of the schema (required ones always, in the
+    schema's order; the others optional), a string value as text up to its close tag,
+    any other as JSON."""
+    head = " ".join(x for x in (_lit(tags.before_name, literal), quoted(tool.name),
+                                _lit(tags.after_name, literal)) if x)
+    tail = _lit(tags.after_args, literal)
+    if tags.params is None:
+        return [f"call_{i}: {' '.join(x for x in (head, _json_rule(tool.parameters), tail) if x)}"]
+    params, schema = tags.params, tool.parameters
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    required = set(schema.get("required", ())) if isinstance(schema, dict) else set()
+    rules: list[str] = []
+    parts: list[str] = []
+    if not isinstance(props, dict) or not props:
+        key = "/[A-Za-z_][A-Za-z0-9_\\-]*/"
+        rules.append(f"param_{i}: {_param(params, key, None, f'free_{i}', literal, rules)}")
+        parts.append(f"param_{i}*")
+    for j, (name, prop) in enumerate(props.items() if isinstance(props, dict) else ()):
+        body = _param(params, quoted(name), prop, f"value_{i}_{j}", literal, rules)
+        rules.append(f"param_{i}_{j}: {body}")
+        parts.append(f"param_{i}_{j}" + ("" if name in required else "?"))
+    rules.append(f"call_{i}: {' '.join(x for x in (head, *parts, tail) if x)}")
+    return rules
+
+
+def _param(params: Any, key: str, prop: Any, value_rule: str, literal: Literal,
+           rules: list[str]) -> str:
+    """One parameter: its tags, its key and its value, then a line break."""
+    opening = " ".join(x for x in (_lit(params.key_open, literal), key,
+                                   _lit(params.key_close, literal),
+                                   _lit(params.value_open + params.pad, literal)) if x)
+    closing = params.pad + params.value_close
+    is_string = not isinstance(prop, dict) or prop.get("type") == "string"
+    if isinstance(prop, dict) and "enum" in prop and all(isinstance(v, str) for v in prop["enum"]):
+        value = "(" + " | ".join(quoted(v) for v in prop["enum"]) + ")"
+        return f'{opening} {value} {_lit(closing, literal)} "\\n"'
+    if is_string:  # text up to the first close tag (lexemes are as long as they can be)
+        rules.append(f"{value_rule}[lazy]: /(?s:.*){_regex_literal(closing)}/")
+        return f'{opening} {value_rule} "\\n"'
+    return f'{opening} {_json_rule(prop)} {_lit(closing, literal)} "\\n"'
 
 
 def _regex_literal(text: str) -> str:
@@ -346,7 +393,8 @@ def _lit(text: str, literal: Literal) -> str:
     return quoted(text)
 
 
-_MARKERS = tuple({m for s in SYNTAXES.values() for m in (s.open, s.close) if m})
+_MARKERS = tuple({m for s in SYNTAXES.values() for m in (s.open, s.close) if m}
+                 | set(SPECIAL_MARKERS))
 
 
 def forced_calls_grammar(tools: Sequence[ToolSpec], syntax: ToolSyntax, *, parallel: bool,

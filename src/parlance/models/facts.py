@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from parlance.core.model_facts import Capabilities, FileFacts, ModelFacts, ReasoningSwitch
+from parlance.engines.parsing.formats import format_for_template
 from parlance.engines.parsing.syntax import reasoning_for_template
 from parlance.models.gguf import GgufHeader, GgufInfo, describe
 from parlance.models.headers import file_size, header_of, whole_header
@@ -39,15 +40,16 @@ def facts_of(spec: ModelSpec, created: int | None = None, *,
         chat_template=template,
         defaults={**spec.sampling, "ctx_size": spec.ctx_size},
         capabilities=capabilities(header.metadata if header else {}, template,
-                                  info.chat_template if info else None))
+                                  info.chat_template if info else None, spec.chat_format))
 
 
 def capabilities(metadata: Mapping[str, Any], template: str | None,
-                 file_template: str | None) -> Capabilities:
+                 file_template: str | None, chat_format: str | None = None) -> Capabilities:
     """An embedding model is one whose header names a pooling type; a model thinks when
     the template it is served with (`template`) has the reasoning markers the engines
     parse; fill-in-the-middle needs its header to name the FIM tokens. What it was
-    trained for (tools, a reasoning knob) its file's own template shows."""
+    trained for (tools, a reasoning knob) its file's own template shows; its chat format
+    is the override's (`chat_format`), else the one detected from `template`."""
     arch = metadata.get("general.architecture")
     source = file_template or ""
     switch: ReasoningSwitch | None = None
@@ -60,7 +62,8 @@ def capabilities(metadata: Mapping[str, Any], template: str | None,
         thinks=template is not None and reasoning_for_template(template) is not None,
         fills_in_middle=all(key in metadata for key in _FIM_KEYS),
         trained_for_tools="tools" in source,
-        reasoning_switch=switch)
+        reasoning_switch=switch,
+        chat_format=chat_format or (format_for_template(template).name if template else None))
 
 
 def _file_facts(header: GgufHeader, info: GgufInfo, digest: str) -> FileFacts:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from parlance.core.errors import InvalidRequest
+from parlance.engines.parsing.formats import format_names
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
@@ -48,6 +49,7 @@ class ModelSpec:
     aliases: tuple[str, ...] = ()
     ctx_size: int | None = None
     chat_template: str | None = None
+    chat_format: str | None = None  # a formats.py entry's name; None: detected
     sampling: Mapping[str, Any] = field(default_factory=dict)
     draft: ModelSpec | None = None
 
@@ -160,6 +162,16 @@ def builtin_registry() -> dict[str, ModelSpec]:
     return {spec.id: spec for spec in BUILTIN}
 
 
+def _chat_format(value: Any, preset: str) -> str | None:
+    """A preset's `chat_format`, checked against the formats Parlance knows."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in format_names():
+        raise ValueError(f"preset {preset!r}: chat_format must be one of "
+                         f"{', '.join(format_names())}, not {value!r}")
+    return value
+
+
 def with_preset(registry: dict[str, ModelSpec], name: str, table: Mapping[str, Any],
                 base_dir: Path) -> dict[str, ModelSpec]:
     """Add a TOML preset: a named model file + context size + template + sampling."""
@@ -177,6 +189,7 @@ def with_preset(registry: dict[str, ModelSpec], name: str, table: Mapping[str, A
         aliases=tuple(table.get("aliases", ())),
         ctx_size=table.get("ctx_size", base.ctx_size),
         chat_template=template or base.chat_template,
+        chat_format=_chat_format(table.get("chat_format"), name) or base.chat_format,
         sampling=dict(table.get("sampling", {})),
     )
     return {**registry, name: spec}

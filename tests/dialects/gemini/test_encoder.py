@@ -100,14 +100,15 @@ def test_without_alt_sse_the_stream_is_one_json_array_of_the_same_chunks():
 def test_a_json_array_stream_that_fails_is_still_one_array_ending_in_the_error():
     array = json.loads(stream([TextDelta("Hi"), TextDelta("!")], EngineFailure("boom"),
                               sse=False))
-    assert parts(array[0]) == [{"text": "Hi"}]
+    assert [parts(c) for c in array[:-1]] == [[{"text": "Hi"}], [{"text": "!"}]]
     assert array[-1] == {"error": {"code": 500, "message": "boom", "status": "INTERNAL"}}
     assert json.loads(stream([], Overloaded("busy"), sse=False)) == [
         {"error": {"code": 429, "message": "busy", "status": "RESOURCE_EXHAUSTED"}}]
 
 
-def test_a_failure_is_a_last_error_chunk():
+def test_a_failure_is_a_last_error_chunk_after_what_was_said():
     out = chunks([TextDelta("Hi")], EngineFailure("the engine broke"))
+    assert parts(out[0]) == [{"text": "Hi"}]
     assert out[-1] == {"error": {"code": 500, "message": "the engine broke",
                                  "status": "INTERNAL"}}
 

@@ -62,7 +62,8 @@ async def test_model_list_shows_loaded_and_loadable_models(client):
     assert cold["architecture"] == "llama" and cold["format"] == "gguf"
     assert cold["quantization"]["name"] == "Q4_1" and cold["params_string"] == "135M"
     assert cold["max_context_length"] == 8192 and cold["size_bytes"] > 90_000_000
-    assert cold["capabilities"] == {"vision": False, "trained_for_tool_use": False}
+    assert cold["capabilities"] == {"vision": False, "trained_for_tool_use": False,
+                                   "chat_format": "generic"}
     assert models[0]["loaded_instances"][0]["id"] == "fake-model"
 
 

@@ -110,12 +110,6 @@ GAPS: dict[tuple[str, str], str] = {
         "(llama.cpp's handler puts them there), so an earlier call is lost from history")
        for name in ("LFM2-8B-A1B", "ibm-granite-granite-3.3-2B-Instruct")
        for shape in ("one_call", "two_calls", "after_call", "reasoning_before_call")},
-    ("openai-gpt-oss-120b", "two_calls"): (
-        "harmony's template writes only a message's first call (and files every result "
-        "under its name): a turn with several calls must go to it as one message per call"),
-    ("openai-gpt-oss-120b", "reasoning_before_call"): (
-        "harmony's template reads an earlier turn's reasoning as `thinking`; Parlance "
-        "passes `reasoning_content`, so the analysis before a call is dropped"),
     ("mistralai-Ministral-3-14B-Reasoning-2512", "reasoning_before_call"): (
         "the template reads reasoning as a `thinking` content chunk, which Parlance "
         "does not yet write"),

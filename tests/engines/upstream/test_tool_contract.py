@@ -312,3 +312,18 @@ async def test_the_gateway_answers_health_while_a_hostile_pattern_is_checked(rep
         "model": MODEL, "messages": ASK, "tools": tools, "tool_choice": "required"})
     assert answer.status_code == 502 and answer.json()["error"]["code"] == "tool_choice_unmet"
     assert (await client.get("/health")).status_code == 200
+
+
+async def test_text_before_a_forced_call_is_held_then_relayed_with_it(replica):
+    """Under a contract, text waits for the call (so a broken promise has sent nothing)
+    and then goes out first, in order, with nothing lost."""
+    client, engine = replica
+    script(engine, "Let me check the forecast.\n" + GOOD)
+    streamed = await client.post("/v1/chat/completions", json=chat("required", stream=True))
+    deltas = [f["choices"][0]["delta"] for f in sse_data(streamed.text)
+              if isinstance(f, dict) and f.get("choices")]
+    content = "".join(d.get("content") or "" for d in deltas)
+    assert content.strip() == "Let me check the forecast."
+    first_call = next(i for i, d in enumerate(deltas) if d.get("tool_calls"))
+    assert all(not d.get("content") for d in deltas[first_call:])
+    assert len(engine.requests) == 1  # kept at once: no structured retry

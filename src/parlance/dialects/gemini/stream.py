@@ -110,10 +110,13 @@ class GenerateEncoder:
         return [*frames, Frame("]")] if self._array else frames
 
     def fail(self, error: ParlanceError) -> list[Frame]:
+        """What each candidate held back is sent first, then the error."""
+        frames = [self._chunk([self._entry(index, cand, [cand.held])])
+                  for index, cand in sorted(self._candidates.items()) if cand.held is not None]
         body = error_body(error)
         if not self._array:
-            return [Frame(body)]
-        return [Frame(("," if self._sent else "") + _dumps(body) + "]")]
+            return [*frames, Frame(body)]
+        return [*frames, Frame(("," if self._sent else "") + _dumps(body) + "]")]
 
     def _candidate(self, index: int) -> _Candidate:
         found = self._candidates.get(index)

@@ -82,6 +82,8 @@ def capabilities(caps: Capabilities) -> dict[str, Any]:
                             "default": "medium"}
     elif caps.reasoning_switch == "on_off":
         out["reasoning"] = {"allowed_options": ["off", "on"], "default": "on"}
+    if caps.chat_format:
+        out["chat_format"] = caps.chat_format  # Parlance's: the parser its output goes through
     return out
 
 

@@ -236,6 +236,8 @@ def show(shown: str, facts: ModelFacts, verbose: bool) -> dict[str, Any]:
         out["template"] = facts.chat_template
     info_map = ({} if file is None else
                 model_info(file.metadata, file.array_lengths, file.parameter_count, verbose))
+    if facts.capabilities.chat_format:
+        out["chat_format"] = facts.capabilities.chat_format  # Parlance's: which parser
     out.update({"details": details(file), "model_info": info_map,
                 "capabilities": capabilities(facts.capabilities),
                 "modified_at": timestamp(facts.modified_ns)})

@@ -112,6 +112,7 @@ class LlamaCppEngine:
         settings: ContextSettings,
         *,
         chat_template: str | None = None,
+        chat_format: str | None = None,  # a formats.py entry's name; None: detected
         on_progress: ProgressCallback | None = None,
         max_waiting: int = DEFAULT_MAX_WAITING,
         rpc: RpcServers | None = None,
@@ -135,6 +136,7 @@ class LlamaCppEngine:
             chat_template or model.chat_template,
             bos_token=model.special_text(model.bos),
             eos_token=model.special_text(model.eos),
+            chat_format=chat_format,
         )
         return cls(model, template, max_waiting=max_waiting, prompt_cache=prompt_cache,
                    strict_max_tokens=strict_max_tokens, speculative=speculative,

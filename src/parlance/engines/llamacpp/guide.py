@@ -15,7 +15,9 @@ state of that for one choice (`ChoiceGuide`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import llguidance
 import numpy as np
@@ -44,6 +46,12 @@ class GuidePlan:
     reasoning_budget: int | None = None
     reasoning_end: tuple[int, ...] = ()
     forced_param: str = "tools"  # the client's parameter the forced grammar comes from
+    markup: tuple[str, ...] = ()  # the format's headers, dropped from content (harmony)
+    schemas: Mapping[str, Any] = field(default_factory=dict)  # tool -> parameters
+    spelled: frozenset[int] = frozenset()  # special tokens the parser reads as markers
+    # the family's turn-ending tokens (harmony's <|call|>, Llama's <|eom_id|>), stopped on
+    # even where the GGUF does not mark them end-of-generation
+    stop_tokens: frozenset[int] = frozenset()
 
     @property
     def needed(self) -> bool:
@@ -58,7 +66,8 @@ class ChoiceGuide:
         self.plan = plan
         self.parser = OutputParser(index, syntax=plan.syntax, reasoning=plan.reasoning,
                                    tool_names=plan.tool_names, freeform=plan.freeform,
-                                   start_in_reasoning=plan.start_in_reasoning)
+                                   start_in_reasoning=plan.start_in_reasoning,
+                                   markup=plan.markup, schemas=plan.schemas)
         self._active: TokenConstraint | None = None
         self._forced_active = False
         self.broken: InvalidRequest | None = None  # the active grammar broke

@@ -5,7 +5,7 @@ here, before the response starts, naming the client's parameter."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import llguidance
@@ -19,7 +19,12 @@ from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.pattern_probe import check_patterns
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.llamacpp.tool_prompt import tool_schemas, with_builtin_tools
-from parlance.engines.parsing.syntax import HERMES, ReasoningMarkers
+from parlance.engines.parsing.syntax import (
+    HERMES,
+    SPECIAL_MARKERS,
+    ReasoningMarkers,
+    ToolSyntax,
+)
 
 _EFFORT_LEVELS = {ReasoningEffort.MINIMAL: "low", ReasoningEffort.LOW: "low",
                   ReasoningEffort.MEDIUM: "medium", ReasoningEffort.HIGH: "high",
@@ -62,6 +67,8 @@ def _reasoning_switch(template: ChatTemplate, request: GenerationRequest) -> dic
     off = effort is ReasoningEffort.NONE
     if switch == "enable_thinking":
         return {"enable_thinking": not off}
+    if switch == "thinking":  # DeepSeek V3.1
+        return {"thinking": not off}
     if switch == "reasoning_effort" and not off:
         return {"reasoning_effort": _EFFORT_LEVELS[effort]}
     if template.reasoning is None and off:
@@ -107,7 +114,7 @@ def build_plan(
                                               lead=lead)
     elif content_schema is not None:
         forced = grammar.schema_grammar(content_schema, lead=lead)
-    elif syntax is not None:
+    elif syntax is not None and syntax.tagged is None:  # tagged calls: parsed, not guided
         region = grammar.region_grammar(tools, syntax, parallel=request.parallel_tool_calls,
                                         literal=literal)
     forced_param = fmt.param if fmt and not tools else "tools"
@@ -120,6 +127,10 @@ def build_plan(
         region=_compile(region, tokenizer, "tools"),
         forced_param=forced_param,
         tokenizer=tokenizer, n_vocab=n_vocab,
+        markup=template.format.markup,
+        schemas={t.name: t.parameters for t in tools if not t.freeform},
+        spelled=_spelled(template, reasoning, syntax, marker_tokens),
+        stop_tokens=_single_tokens(template.format.stops, marker_tokens),
         **_budget(request, reasoning, marker_tokens),
     )
     return plan if plan.needed else None
@@ -135,6 +146,32 @@ def _budget(request: GenerationRequest, reasoning: ReasoningMarkers | None,
         return {}
     end = tuple(marker_tokens(reasoning.close + "\n\n"))
     return {"reasoning_budget": budget, "reasoning_end": end}
+
+
+def _spelled(template: ChatTemplate, reasoning: ReasoningMarkers | None,
+             syntax: ToolSyntax | None,
+             marker_tokens: Callable[[str], list[int]] | None) -> frozenset[int]:
+    """The special tokens among the format's markers: the engine spells them in the
+    text it parses (llama.cpp leaves a special token's text out)."""
+    if marker_tokens is None:
+        return frozenset()
+    markers = set(template.format.markup)
+    if reasoning is not None:
+        markers |= {reasoning.open, reasoning.close}
+    if syntax is not None:
+        markers |= {m for m in (syntax.open, syntax.close) if m}
+        if syntax.tagged is not None:
+            written = repr(syntax.tagged)
+            markers |= {m for m in SPECIAL_MARKERS if m in written}
+    return _single_tokens(markers, marker_tokens)
+
+
+def _single_tokens(markers: Iterable[str],
+                   marker_tokens: Callable[[str], list[int]] | None) -> frozenset[int]:
+    """The markers that are one token in this vocabulary, as token ids."""
+    if marker_tokens is None:
+        return frozenset()
+    return frozenset(t[0] for m in markers if len(t := marker_tokens(m)) == 1)
 
 
 def _compile(source: str | None, tokenizer: llguidance.LLTokenizer,

@@ -163,7 +163,7 @@ class Sequence:
         now = time.perf_counter()
         self.first_token_at = self.first_token_at or now
         self.last_token_at = now
-        if model.is_eog(token):
+        if model.is_eog(token) or (guide is not None and token in guide.plan.stop_tokens):
             return self.finish(FinishReason.STOP)
         self.generated += 1
         self.tokens.append(token)
@@ -171,7 +171,8 @@ class Sequence:
         if self.job.logprobs is not None:
             row = log_softmax_row(model.logits(output))
             record = logprob_record(model, row, token, self.job.logprobs)
-        text = self._utf8.push(model.piece(token))
+        spelled = guide is not None and token in guide.plan.spelled  # a format's marker
+        text = self._utf8.push(model.piece(token, special=spelled))
         reasoning = guide is not None and guide.parser.mode is Mode.REASONING
         self._emitter.send(self._stops.push(text, record))
         if guide is not None:

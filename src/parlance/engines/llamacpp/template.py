@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +21,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
 from parlance.engines.chat_messages import FREEFORM_FIELD, openai_message
-from parlance.engines.parsing.syntax import reasoning_for_template, syntax_for_template
+from parlance.engines.parsing.formats import format_for_template, format_named
+from parlance.engines.parsing.syntax import reasoning_for_template
 
 # Used when a GGUF carries no template: plain ChatML, understood by most small models.
 CHATML = (
@@ -97,7 +99,8 @@ class ChatTemplate:
     call syntax it teaches, its reasoning markers and the switch that turns
     thinking on and off (`enable_thinking`, or `reasoning_effort` levels)."""
 
-    def __init__(self, source: str | None, *, bos_token: str, eos_token: str) -> None:
+    def __init__(self, source: str | None, *, bos_token: str, eos_token: str,
+                 chat_format: str | None = None) -> None:
         env = _TemplateEnvironment(trim_blocks=True, lstrip_blocks=True,
                                    extensions=["jinja2.ext.loopcontrols"])
         env.filters["tojson"] = _tojson
@@ -108,10 +111,15 @@ class ChatTemplate:
         self._bos = bos_token
         self._eos = eos_token
         self.supports_tools = "tools" in self.source
-        self.tool_syntax = syntax_for_template(self.source)
-        self.reasoning = reasoning_for_template(self.source)
+        # the family's format: detected from the template, or named by an override
+        self.format = (format_named(chat_format) if chat_format
+                       else format_for_template(self.source))
+        self.tool_syntax = self.format.syntax
+        self.reasoning = self.format.reasoning or reasoning_for_template(self.source)
         self.thinking_switch = next(
-            (name for name in ("enable_thinking", "reasoning_effort") if name in self.source), None)
+            (name for name in ("enable_thinking", "reasoning_effort", "thinking")
+             if name in self.source and (name != "thinking" or self.format.thinking_switch
+                                         == "thinking")), None)
         self._arguments: Callable[[ToolCall], Any] = _arguments
         self._short_ids = False
         if self.supports_tools:
@@ -133,6 +141,8 @@ class ChatTemplate:
 
     def _message(self, message: Message) -> dict[str, Any]:
         out = openai_message(message, self._arguments)
+        if message.reasoning:  # harmony's template reads it as `thinking`
+            out["thinking"] = message.reasoning
         if self._short_ids:
             for call in out.get("tool_calls", ()):
                 call["id"] = _short_id(call["id"])
@@ -140,10 +150,26 @@ class ChatTemplate:
                 out["tool_call_id"] = _short_id(message.tool_call_id)
         return out
 
+    def _history(self, messages: Sequence[Message]) -> list[Message]:
+        """The messages as the family's template takes them: a turn with several calls as
+        one message per call where it writes one a message (its reasoning and text with
+        the first)."""
+        if not self.format.call_per_message:
+            return list(messages)
+        out: list[Message] = []
+        for m in messages:
+            if len(m.tool_calls) < 2:
+                out.append(m)
+                continue
+            out.append(replace(m, tool_calls=m.tool_calls[:1]))
+            out += [replace(m, content="", reasoning=None, tool_calls=(call,))
+                    for call in m.tool_calls[1:]]
+        return out
+
     def render(self, messages: Sequence[Message], **extra: Any) -> str:
         try:
             return self._template.render(
-                messages=[self._message(m) for m in messages],
+                messages=[self._message(m) for m in self._history(messages)],
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,

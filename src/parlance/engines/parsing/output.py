@@ -11,12 +11,15 @@ dropped and ends the output (`repeats.py`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 from parlance.core.events import Event, FinishReason, ReasoningDelta, TextDelta, ToolCallStart
 from parlance.engines.parsing.calls import CallStream
 from parlance.engines.parsing.repeats import RepeatFilter
 from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
+from parlance.engines.parsing.tagged import TaggedCallStream
 from parlance.engines.text import partial_suffix
 
 
@@ -36,21 +39,26 @@ class OutputParser:
         tool_names: frozenset[str] = frozenset(),
         start_in_reasoning: bool = False,
         freeform: frozenset[str] = frozenset(),
+        markup: tuple[str, ...] = (),
+        schemas: Mapping[str, Any] | None = None,
     ) -> None:
         self.index = index
         self._syntax = syntax
         self._reasoning = reasoning
         self._tool_names = tool_names
         self._freeform = freeform  # tools that take raw text (see calls.py)
+        self._markup = markup  # the format's headers around content: dropped (harmony's)
+        self._schemas = schemas or {}  # tool name -> parameters (tagged key/value calls)
         self.mode = Mode.REASONING if start_in_reasoning and reasoning else Mode.CONTENT
         self._buf = ""
         self._strip = self.mode is Mode.REASONING  # drop whitespace right after a marker
         self._output_started = False  # any non-whitespace content emitted yet
-        self._region: CallStream | None = None
+        self._region: CallStream | TaggedCallStream | None = None
         self._region_open = ""
         self._repeats = RepeatFilter()
         self._next_call = 0  # the call index the next region's calls start from
         self.calls = 0  # tool calls started so far (repeats dropped)
+        self._final = False  # the output ended: no marker is still coming
 
     @property
     def called(self) -> bool:
@@ -84,6 +92,10 @@ class OutputParser:
         if self.ended:
             return []
         out: list[Event] = []
+        self._final = True
+        if self.mode is Mode.CONTENT and self._markup:
+            while self._buf and self.mode is Mode.CONTENT and self._in_content(out):
+                pass
         text, self._buf = self._buf, ""
         if self.mode is Mode.CONTENT:
             self._content(text, out)
@@ -111,7 +123,7 @@ class OutputParser:
             found.append(self._reasoning.open)
         if self._syntax:
             found.append(self._syntax.open)
-        return found
+        return found + list(self._markup)
 
     def _in_content(self, out: list[Event]) -> bool:
         syntax = self._syntax
@@ -129,6 +141,8 @@ class OutputParser:
             return False
         if self._reasoning and marker == self._reasoning.open:
             self.mode, self._strip = Mode.REASONING, True
+        elif marker in self._markup and not (self._syntax and marker == self._syntax.open):
+            self._strip = True
         else:
             self._open_region(marker)
         return True
@@ -157,7 +171,12 @@ class OutputParser:
         marker yet, all the text except what may be the start of one."""
         hits = [(at, m) for m in markers if (at := self._buf.find(m)) >= 0]
         if hits:
-            at, marker = min(hits)
+            at, marker = min(hits, key=lambda hit: (hit[0], -len(hit[1])))
+            rest = self._buf[at:]
+            if not self._final and any(len(m) > len(rest) and m.startswith(rest)
+                                       for m in markers):
+                text, self._buf = self._buf[:at], rest  # a longer marker may be coming
+                return text, None
             text, self._buf = self._buf[:at], self._buf[at + len(marker):]
             return text, marker
         cut = len(self._buf) - partial_suffix(self._buf, markers)
@@ -168,7 +187,12 @@ class OutputParser:
 
     def _open_region(self, marker: str) -> None:
         known = self._tool_names if not marker else None  # bare JSON must name a tool
-        self._region = CallStream(self.index, self._next_call, known, self._freeform)
+        tags = self._syntax.tagged if self._syntax else None
+        if tags is not None:
+            self._region = TaggedCallStream(tags, self.index, self._next_call,
+                                            self._tool_names or None, self._schemas)
+        else:
+            self._region = CallStream(self.index, self._next_call, known, self._freeform)
         self._region_open = marker
         self.mode = Mode.CALLS
 

@@ -10,6 +10,12 @@ parser looks for) and how calls are laid out (what a grammar forces):
   output (and the newer `[TOOL_CALLS]name[ARGS]{…}`).
 - Llama 3 JSON: the whole output is `{"name": …, "parameters": {…}}`, optionally
   after `<|python_tag|>`; several calls are separated by `;`.
+
+The other families mark a call's name and arguments with tags of their own
+(`Tagged`): a call opens with `call_open`, its name runs to one of `name_end`, then
+either JSON arguments (from the first `{`) or key/value parameters
+(`<parameter=K>v</parameter>`, `<arg_key>k</arg_key><arg_value>v</arg_value>`), and the
+call ends at `call_close` (or with its region). `tagged.py` parses them.
 """
 
 from __future__ import annotations
@@ -29,6 +35,32 @@ class ToolSyntax:
     list_open: str = ""
     list_sep: str = ""
     list_close: str = ""
+    tagged: Tagged | None = None  # the call's own tags (tagged.py), instead of JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Params:
+    """Key/value parameters: key_open KEY key_close value_open VALUE value_close."""
+
+    key_open: str
+    key_close: str
+    value_open: str
+    value_close: str
+    pad: str = ""  # forced layout: around a value (Qwen3-Coder's line breaks)
+
+
+@dataclass(frozen=True, slots=True)
+class Tagged:
+    call_open: str  # "" : the call starts where the region does (one call a region)
+    name_end: tuple[str, ...]  # the first of these ends the name (not consumed)
+    call_close: str  # "" : the call ends with its region
+    params: Params | None = None  # None: JSON arguments from the first '{'
+    name_prefix: str = ""  # dropped from a name (Kimi's `functions.`)
+    name_suffix_sep: str = ""  # the name ends before it (Kimi's `:0` index)
+    # forced layout: item = before_name NAME after_name ARGS after_args
+    before_name: str = ""
+    after_name: str = ""
+    after_args: str = ""
 
 
 HERMES = ToolSyntax("hermes", "<tool_call>", "</tool_call>", "arguments",
@@ -38,7 +70,69 @@ MISTRAL = ToolSyntax("mistral", "[TOOL_CALLS]", None, "arguments",
 LLAMA3_JSON = ToolSyntax("llama3_json", "<|python_tag|>", None, "parameters",
                          bare_json=True, list_sep="; ")
 
-SYNTAXES = {s.name: s for s in (HERMES, MISTRAL, LLAMA3_JSON)}
+_XML_PARAMS = Params("<parameter=", ">", "", "</parameter>", pad="\n")
+QWEN3_CODER = ToolSyntax(
+    "qwen3_coder", "<tool_call>", "</tool_call>", "arguments",
+    tagged=Tagged("<function=", (">",), "</function>", _XML_PARAMS,
+                  before_name="<tool_call>\n<function=", after_name=">\n",
+                  after_args="</function>\n</tool_call>"), list_sep="\n")
+SEED_OSS = ToolSyntax(
+    "seed_oss", "<seed:tool_call>", "</seed:tool_call>", "arguments",
+    tagged=Tagged("<function=", (">",), "</function>", _XML_PARAMS,
+                  before_name="<seed:tool_call>\n<function=", after_name=">\n",
+                  after_args="</function>\n</seed:tool_call>"), list_sep="\n")
+MINIMAX_M2 = ToolSyntax(
+    "minimax_m2", "<minimax:tool_call>", "</minimax:tool_call>", "arguments",
+    tagged=Tagged('<invoke name="', ('">',), "</invoke>",
+                  Params('<parameter name="', '">', "", "</parameter>"),
+                  before_name='<minimax:tool_call>\n<invoke name="', after_name='">\n',
+                  after_args="</invoke>\n</minimax:tool_call>"), list_sep="\n")
+GLM45 = ToolSyntax(
+    "glm45", "<tool_call>", "</tool_call>", "arguments",
+    tagged=Tagged("", ("\n", "<arg_key>"), "",
+                  Params("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+                  before_name="<tool_call>", after_name="\n", after_args="</tool_call>"),
+    list_sep="\n")
+DEEPSEEK_R1 = ToolSyntax(
+    "deepseek_r1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "arguments",
+    tagged=Tagged("<｜tool▁call▁begin｜>", ("\n",), "<｜tool▁call▁end｜>",
+                  name_prefix="function<｜tool▁sep｜>",
+                  before_name="<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>",
+                  after_name="\n```json\n",
+                  after_args="\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"))
+DEEPSEEK_V31 = ToolSyntax(
+    "deepseek_v3_1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "arguments",
+    tagged=Tagged("<｜tool▁call▁begin｜>", ("<｜tool▁sep｜>",), "<｜tool▁call▁end｜>",
+                  before_name="<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>",
+                  after_name="<｜tool▁sep｜>",
+                  after_args="<｜tool▁call▁end｜><｜tool▁calls▁end｜>"))
+KIMI_K2 = ToolSyntax(
+    "kimi_k2", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "arguments",
+    tagged=Tagged("<|tool_call_begin|>", ("<|tool_call_argument_begin|>",), "<|tool_call_end|>",
+                  name_prefix="functions.", name_suffix_sep=":",
+                  before_name="<|tool_calls_section_begin|><|tool_call_begin|>functions.",
+                  after_name=":0<|tool_call_argument_begin|>",
+                  after_args="<|tool_call_end|><|tool_calls_section_end|>"))
+# gpt-oss: `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}<|call|>`
+# (`to=` may also come before the channel); `<|call|>` ends the output.
+HARMONY = ToolSyntax(
+    "harmony", "to=functions.", "<|call|>", "arguments",
+    tagged=Tagged("", (" ", "<|channel|>", "<|constrain|>", "<|message|>"), "",
+                  before_name="<|channel|>commentary to=functions.",
+                  after_name=" <|constrain|>json<|message|>", after_args="<|call|>"))
+
+# Markers that are one special token in their family's vocabulary (a grammar spells them
+# by token id, and the engine spells them in the text it parses).
+SPECIAL_MARKERS = ("<|channel|>", "<|constrain|>", "<|message|>", "<|call|>", "<|start|>",
+                   "<|end|>", "<|return|>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
+                   "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>",
+                   "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+                   "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+                   "<seed:tool_call>", "</seed:tool_call>", "<seed:think>", "</seed:think>",
+                   "[THINK]", "[/THINK]")
+
+SYNTAXES = {s.name: s for s in (HERMES, MISTRAL, LLAMA3_JSON, QWEN3_CODER, SEED_OSS, MINIMAX_M2,
+                                GLM45, DEEPSEEK_R1, DEEPSEEK_V31, KIMI_K2, HARMONY)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +142,13 @@ class ReasoningMarkers:
 
 
 THINK = ReasoningMarkers("<think>", "</think>")
+MISTRAL_THINK = ReasoningMarkers("[THINK]", "[/THINK]")
+SEED_THINK = ReasoningMarkers("<seed:think>", "</seed:think>")
+HARMONY_ANALYSIS = ReasoningMarkers("<|channel|>analysis<|message|>", "<|end|>")
+# Harmony's headers around the final answer and preambles: markup, never content.
+HARMONY_MARKUP = ("<|start|>assistant", "<|channel|>final", "<|channel|>commentary",
+                  "<|channel|>analysis",
+                  "<|message|>", "<|end|>", "<|return|>", "<|call|>")
 
 
 def syntax_for_template(source: str) -> ToolSyntax:

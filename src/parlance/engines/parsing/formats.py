@@ -1,0 +1,153 @@
+"""The chat formats of the model families: one `ChatFormat` entry per family.
+
+An entry says how to recognise the family's chat template (every string of
+`detect` appears in it, as llama.cpp's common/chat.cpp sniffs templates), how its
+model marks reasoning and tool calls (syntax.py), what the model writes around
+its answer that is markup, never content (harmony's headers), the tokens it ends
+a turn on, and the switch its template takes to turn thinking on or off.
+
+Adding a family is adding one entry to `FORMATS` (first match wins, so a more
+specific entry goes before a more general one). Look one up with
+`format_for_template(source)` (detection) or `format_named(name)` (an override).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from parlance.engines.parsing.syntax import (
+    DEEPSEEK_R1,
+    DEEPSEEK_V31,
+    GLM45,
+    HARMONY,
+    HARMONY_ANALYSIS,
+    HARMONY_MARKUP,
+    HERMES,
+    KIMI_K2,
+    LLAMA3_JSON,
+    MINIMAX_M2,
+    MISTRAL,
+    MISTRAL_THINK,
+    QWEN3_CODER,
+    SEED_OSS,
+    SEED_THINK,
+    THINK,
+    ReasoningMarkers,
+    ToolSyntax,
+)
+
+log = logging.getLogger("parlance.engine")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatFormat:
+    name: str
+    title: str  # the families it covers, for people
+    detect: tuple[str, ...]  # all of these in a template: this format
+    syntax: ToolSyntax  # how calls are written (and forced)
+    reasoning: ReasoningMarkers | None = None  # None: from the template (`<think>` if named)
+    markup: tuple[str, ...] = ()  # dropped from content
+    stops: tuple[str, ...] = ()  # the turn ends on these
+    thinking_switch: str | None = None  # None: from the template (enable_thinking / effort)
+    native_tools: bool = True  # False: the template knows no tools; the built-in prompt
+    # history: the template writes one call a message (harmony), so a turn with several
+    # goes to it as one message per call
+    call_per_message: bool = False
+
+
+FORMATS: tuple[ChatFormat, ...] = (
+    ChatFormat("harmony", "gpt-oss (harmony)", ("<|channel|>",), HARMONY,
+               reasoning=HARMONY_ANALYSIS, markup=HARMONY_MARKUP,
+               stops=("<|call|>", "<|return|>"), thinking_switch="reasoning_effort",
+               call_per_message=True),
+    ChatFormat("seed_oss", "Seed-OSS", ("<seed:tool_call>",), SEED_OSS, reasoning=SEED_THINK,
+               stops=("<seed:eos>",)),
+    ChatFormat("minimax_m2", "MiniMax-M2", ("<minimax:tool_call>",), MINIMAX_M2,
+               reasoning=THINK),
+    ChatFormat("kimi_k2", "Kimi K2", ("<|tool_calls_section_begin|>",), KIMI_K2,
+               stops=("<|im_end|>",)),
+    ChatFormat("deepseek_r1", "DeepSeek R1 (and its distills), V3",
+               ("<｜tool▁sep｜>' + tool['function']['name']",), DEEPSEEK_R1, reasoning=THINK,
+               stops=("<｜end▁of▁sentence｜>",)),
+    ChatFormat("deepseek_v3_1", "DeepSeek V3.1", ("<｜tool▁sep｜>",), DEEPSEEK_V31,
+               reasoning=THINK, stops=("<｜end▁of▁sentence｜>",), thinking_switch="thinking"),
+    ChatFormat("glm45", "GLM-4.5, 4.6, 4.7", ("<arg_key>",), GLM45, reasoning=THINK,
+               stops=("<|user|>", "<|observation|>")),
+    ChatFormat("qwen3_coder", "Qwen3-Coder, Qwen3.5 (XML calls)", ("<function=", "<parameter="),
+               QWEN3_CODER, stops=("<|im_end|>",)),
+    ChatFormat("magistral", "Magistral, Ministral reasoning ([THINK])",
+               ("[THINK]", "[TOOL_CALLS]"), MISTRAL, reasoning=MISTRAL_THINK),
+    ChatFormat("mistral_nemo", "Mistral Nemo, Small, Devstral", ("[TOOL_CALLS]",), MISTRAL),
+    ChatFormat("hermes", "Hermes 2 Pro, Qwen 2.5, Qwen3, QwQ", ("<tool_call>",), HERMES,
+               stops=("<|im_end|>",)),
+    ChatFormat("llama3_json", "Llama 3.1, 3.2, 3.3 (JSON calls)", ("<|python_tag|>",),
+               LLAMA3_JSON, stops=("<|eom_id|>", "<|eot_id|>")),
+)
+# A template that teaches no call syntax of its own (Gemma 3, SmolLM2): Parlance's
+# built-in tool prompt in Hermes markup.
+GENERIC = ChatFormat("generic", "any other template (built-in tool prompt)", (), HERMES,
+                     native_tools=False)
+_BY_NAME = {f.name: f for f in (*FORMATS, GENERIC)}
+_warned: set[str] = set()
+
+
+def format_names() -> tuple[str, ...]:
+    return tuple(_BY_NAME)
+
+
+def format_named(name: str) -> ChatFormat:
+    """An entry by name (`--chat-format`, a preset's `chat_format`); KeyError names the
+    known ones."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown chat format {name!r}; known: {', '.join(_BY_NAME)}") from None
+
+
+def _llama3_like(source: str) -> bool:
+    return ('"parameters"' in source and "<tool_call>" not in source and "tools" in source)
+
+
+def format_for_template(source: str) -> ChatFormat:
+    """The format a chat template teaches its model."""
+    for entry in FORMATS:
+        if all(marker in source for marker in entry.detect):
+            return entry
+    if _llama3_like(source):
+        return _BY_NAME["llama3_json"]
+    if "tools" in source:
+        digest = str(hash(source))
+        if digest not in _warned:
+            _warned.add(digest)
+            log.warning("the chat template mentions tools in no format Parlance knows; "
+                        "assuming %s (override with --chat-format)", GENERIC.syntax.name)
+    return GENERIC
+
+
+def family_table() -> list[dict[str, str]]:
+    """The docs' table of families, one row a format, from the registry itself."""
+    rows = []
+    for entry in (*FORMATS, GENERIC):
+        reasoning = entry.reasoning
+        rows.append({
+            "format": entry.name,
+            "families": entry.title,
+            "reasoning": (f"`{reasoning.open}` … `{reasoning.close}`" if reasoning
+                          else "`<think>` when the template has it"),
+            "tools": (f"`{entry.syntax.open}`" if entry.native_tools
+                      else "built-in prompt (Hermes markup)"),
+            "forced calls": "in its own markup" if entry.native_tools else "Hermes markup",
+            "thinking switch": entry.thinking_switch or "from the template",
+        })
+    return rows
+
+
+def family_table_markdown() -> str:
+    """`family_table()` as a Markdown table (the docs' generated `families` section)."""
+    rows = family_table()
+    heads = list(rows[0])
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    lines += ["| " + " | ".join(row[h].replace("|", "\\|") for h in heads) + " |"
+              for row in rows]
+    return "\n".join(lines)
