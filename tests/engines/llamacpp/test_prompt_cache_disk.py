@@ -169,3 +169,40 @@ def test_a_directory_or_fifo_by_an_entrys_name_costs_the_cache_nothing(tmp_path,
         assert later.load(found[0].entry) is None  # type: ignore[attr-defined]
     finally:
         later.close()
+
+
+def test_the_bound_holds_for_the_whole_tree_and_older_layouts_go_first(tmp_path):
+    """Issue 39: each key (context size, model file, llama.cpp version) had a budget of
+    its own, so every change of layout stranded a full one."""
+    size = len(encode(entry(range(40)), KEY))
+    bound = 2 * size + 10
+    old = DiskTier(tmp_path, {**FACTS, "n_ctx_seq": 256}, bound)  # an earlier layout
+    for start in (100, 200):
+        old.write(entry(range(start, start + 40)), wait=True)
+    assert len(written(old)) == 2
+    then = time.time() - 100
+    for path in old.directory.glob(f"*{SUFFIX}"):
+        os.utime(path, (then, then))
+    new = DiskTier(tmp_path, FACTS, bound)
+    for start in (300, 400):
+        new.write(entry(range(start, start + 40)), wait=True)
+    kept = written(new)
+    everything = list(tmp_path.glob(f"*/*{SUFFIX}"))
+    assert len(kept) == 2 and sorted(everything) == kept  # the old layout's files went
+    assert sum(f.stat().st_size for f in everything) <= bound
+
+
+def test_a_temporary_file_a_crash_left_goes_at_start_and_a_live_one_stays(tmp_path):
+    import fcntl
+
+    first = DiskTier(tmp_path, FACTS, 1 << 20)
+    first.write(entry(range(40)), wait=True)
+    written(first)
+    orphan = first.directory / ".tmp-crashed"
+    orphan.write_bytes(b"half a file")
+    live = first.directory / ".tmp-writing"
+    with live.open("wb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another server's writer, mid-write
+        later = DiskTier(tmp_path, FACTS, 1 << 20)
+        later.close()  # (its writer has swept before it stops)
+        assert not orphan.exists() and live.exists()

@@ -11,7 +11,11 @@ written to a temporary name and renamed into place (a reader sees a whole file o
 none), and the directory's bound is enforced under an `fcntl` lock, so two servers
 may share a data dir.
 Writing runs on a thread of its own behind a bounded queue: a write that finds
-the queue full is dropped, a stream never waits for the disk. The writer works only
+the queue full is dropped, a stream never waits for the disk. The bound holds for the
+whole tree, every key's directory together: a change of layout, model file or
+llama.cpp version starts a new directory, and the old ones' files are the least
+recently used, so they go first. A temporary file no writer holds (a writer locks its
+own) was left by a crash and is removed when the writer starts. The writer works only
 while the engine is idle (`engine_busy`), a piece at a time: checksumming and copying
 a 20k-token prefix (hundreds of MB) beside a prefill would take CPU from ggml's
 threads, whose spinning barriers make any such contention cost several times its own
@@ -228,6 +232,14 @@ class DiskTier:
     # -- the writer thread --------------------------------------------------------------
 
     def _write_loop(self) -> None:
+        try:  # what a crash or an older layout left, before the first write
+            self._remove_orphans()
+            if self._tree_files():
+                self.directory.mkdir(parents=True, exist_ok=True)
+                with self._locked():
+                    self._evict(keep=None)
+        except OSError as exc:
+            log.warning("prompt cache: could not tidy %s (%s)", self.directory.parent, exc)
         while (entry := self._queue.get()) is not None:
             try:
                 self._store(entry)
@@ -255,13 +267,15 @@ class DiskTier:
         path = self.directory / file_name(entry.tokens)
         temp = self.directory / f".tmp-{uuid.uuid4().hex}"
         try:
-            with temp.open("wb") as fh:  # a name of its own: no lock needed yet
+            with temp.open("wb") as fh:  # a name of its own, locked so no sweep takes it
+                fcntl.flock(fh, fcntl.LOCK_EX)
                 for piece in encoded(entry, self.key):  # (the engine is looked at per piece)
                     self._when_idle()
                     fh.write(piece)
-            with self._locked():
-                os.replace(temp, path)
-                self._settle(path, entry)
+                fh.flush()
+                with self._locked():
+                    os.replace(temp, path)
+                    self._settle(path, entry)
         finally:
             _unlink(temp)
         with self._index_lock:
@@ -278,10 +292,11 @@ class DiskTier:
                 self._discard(old.path)
         self._evict(keep=path)
 
-    def _evict(self, keep: Path) -> None:
-        """The least recently used files go until the directory fits its bound."""
+    def _evict(self, keep: Path | None) -> None:
+        """The least recently used files of the whole tree (every key's directory) go
+        until it fits its bound; a directory left empty goes too."""
         files = []
-        for path in self.directory.glob(f"*{SUFFIX}"):
+        for path in self._tree_files():
             with contextlib.suppress(FileNotFoundError):
                 stat = path.stat()
                 files.append((stat.st_mtime_ns, path, stat.st_size))
@@ -292,6 +307,28 @@ class DiskTier:
             if path != keep:
                 self._discard(path)
                 total -= size
+                if path.parent != self.directory:
+                    _remove_if_empty(path.parent)
+
+    def _tree_files(self) -> list[Path]:
+        return list(self.directory.parent.glob(f"*/*{SUFFIX}"))
+
+    def _remove_orphans(self) -> None:
+        """Temporary files no writer holds: a crash left them (a live writer, in this
+        process or another, keeps its own locked)."""
+        for temp in self.directory.parent.glob("*/.tmp-*"):
+            try:
+                fd = os.open(temp, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: OSError, kept
+                    _unlink(temp)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -317,6 +354,12 @@ def _open_regular(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def _remove_if_empty(directory: Path) -> None:
+    """(A directory whose lock file another server may hold stays, empty of entries.)"""
+    with contextlib.suppress(OSError):
+        directory.rmdir()
 
 
 def _unlink(path: Path) -> None:
