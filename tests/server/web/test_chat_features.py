@@ -12,20 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 import pytest
 
 from parlance.core.events import Finish, FinishReason, Usage
 from parlance.engines.fake import FakeEngine, Generated
-from parlance.models.served import ServedModel, ServedModels
-from parlance.server import ServerSettings, create_app
 from tests.support.browser import emulate, serious_violations, until
 from tests.support.fake_app import FAKE_SPEC
 from tests.support.live_server import ServerThread
 from tests.support.scripted_models import COLD, GatedLoader, ThreadGate
+from tests.support.web_server import serving
 
 pytestmark = pytest.mark.browser
 
@@ -35,14 +32,6 @@ RICH = ("Here is code:\n\n```python\ndef tide(n):\n    return n + 1\n```\n\n"
         "| wave | height |\n|---|---|\n| one | 2 m |\n| two | 3 m |\n")
 
 
-@contextmanager
-def serving(engine: FakeEngine, loader: GatedLoader | None = None,
-            **settings: object) -> Iterator[ServerThread]:
-    models = ServedModels([ServedModel(FAKE_SPEC, engine, 1700000000)],
-                          catalog=lambda: [COLD], loader=loader or GatedLoader(FakeEngine))
-    app = create_app(models, ServerSettings(bind_host="127.0.0.1", **settings))  # type: ignore[arg-type]
-    with ServerThread(app) as server:
-        yield server
 
 
 def answer(engine: FakeEngine, text: str, *pauses: object) -> None:

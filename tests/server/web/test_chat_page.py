@@ -9,8 +9,6 @@ screenshot under the directory the run prints (`$PARLANCE_ARTIFACTS`, else
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -25,12 +23,10 @@ from parlance.core.events import (
 )
 from parlance.engines.fake import FakeEngine, Generated
 from parlance.integrations.settings import ConfiguredServer, IntegrationSettings
-from parlance.models.served import ServedModel, ServedModels
-from parlance.server import ServerSettings, create_app
 from tests.support.browser import until
 from tests.support.fake_app import FAKE_SPEC
-from tests.support.live_server import ServerThread
 from tests.support.scripted_models import COLD, GatedLoader, ThreadGate
+from tests.support.web_server import serving
 
 pytestmark = pytest.mark.browser
 
@@ -39,14 +35,6 @@ FAKE = FAKE_SPEC.id
 STREAMED = [Generated(w if i == 0 else " " + w) for i, w in enumerate(ANSWER.split(" "))]
 
 
-@contextmanager
-def serving(fake_engine: FakeEngine, loader: GatedLoader | None = None,
-            **settings: object) -> Iterator[ServerThread]:
-    models = ServedModels([ServedModel(FAKE_SPEC, fake_engine, 1700000000)],
-                          catalog=lambda: [COLD], loader=loader or GatedLoader(FakeEngine))
-    app = create_app(models, ServerSettings(bind_host="127.0.0.1", **settings))  # type: ignore[arg-type]
-    with ServerThread(app) as server:
-        yield server
 
 
 def slowly(items: list, pause: float = 0.05) -> list:
