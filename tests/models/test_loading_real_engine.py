@@ -16,7 +16,7 @@ pytestmark = pytest.mark.model
 
 async def test_a_broken_model_file_is_a_422_naming_the_model_not_the_path(real_llama_engine,
                                                                          tmp_path):
-    from parlance.cli import _engine_loader
+    from parlance.cli.wiring import engine_loader
     from parlance.config import ServeConfig
     from parlance.models.registry import builtin_registry
 
@@ -27,7 +27,7 @@ async def test_a_broken_model_file_is_a_422_naming_the_model_not_the_path(real_l
     spec = builtin_registry()[MODEL_ID]
     planted = ModelSpec(id="planted/broken", locate=lambda: broken, ctx_size=512)
     models = ServedModels([ServedModel(spec, real_llama_engine, 0)], catalog=lambda: [planted],
-                          loader=_engine_loader(ServeConfig(parallel=1, threads=2)))
+                          loader=engine_loader(ServeConfig(parallel=1, threads=2)))
     app = create_app(models, ServerSettings())
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://parlance.test", timeout=120) as client:
