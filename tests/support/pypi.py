@@ -27,7 +27,7 @@ def python_at_least(minor: int) -> str | None:
         return sys.executable
     for version in range(minor, 16):
         found = shutil.which(f"python3.{version}")
-        if found:
+        if found and _runs(found):  # (a pyenv shim of a version not selected fails)
             return found
     pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
     for candidate in sorted(pyenv.glob("3.*/bin/python")):
@@ -35,6 +35,14 @@ def python_at_least(minor: int) -> str | None:
         if len(parts) > 1 and parts[1].isdigit() and int(parts[1]) >= minor:
             return str(candidate)
     return None
+
+
+def _runs(python: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", "pass"], capture_output=True,
+                              timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def pypi_venv(name: str, version: str, requirement: str, *, min_minor: int = 10) -> Path:
