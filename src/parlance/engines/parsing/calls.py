@@ -21,6 +21,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # public, not
 from typing import Any, Literal
 
 from parlance.core.events import Event, ToolCallArgs, ToolCallEnd, ToolCallStart
+from parlance.engines.parsing.json_end import JsonEnd
 
 ARGUMENT_KEYS = ('"arguments"', '"parameters"')
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
@@ -164,9 +165,7 @@ class CallStream:
         self._decode: str | None = None  # JSON arguments of a freeform tool, until whole
         self._held = ""  # input text held back: line breaks the layout may own
         self._input_started = False
-        self._depth = 0
-        self._in_string = False
-        self._escaped = False
+        self._json_end = JsonEnd()
         self.emitted = False
 
     def push(self, text: str) -> list[Event]:
@@ -254,7 +253,7 @@ class CallStream:
             return True
         self._wrapped, self._state = layout == "wrapped", "args"
         self._decode = "" if name in self._freeform else None
-        self._depth, self._in_string, self._escaped = 0, False, False
+        self._json_end.reset()
         return True
 
     def _args(self, events: list[Event]) -> bool:
@@ -318,23 +317,7 @@ class CallStream:
 
     def _scan_value_end(self) -> int | None:
         """Index just after the arguments object, or None when it goes on."""
-        for i, ch in enumerate(self._buf):
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif ch == "\\":
-                    self._escaped = True
-                elif ch == '"':
-                    self._in_string = False
-            elif ch == '"':
-                self._in_string = True
-            elif ch in "{[":
-                self._depth += 1
-            elif ch in "}]":
-                self._depth -= 1
-                if self._depth == 0:
-                    return i + 1
-        return None
+        return self._json_end.end_in(self._buf)
 
     # -- events ---------------------------------------------------------------
 

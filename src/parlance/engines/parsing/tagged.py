@@ -17,6 +17,7 @@ from typing import Any
 
 from parlance.core.events import Event, ToolCallArgs, ToolCallEnd, ToolCallStart
 from parlance.engines.parsing.calls import new_call_id
+from parlance.engines.parsing.json_end import JsonEnd
 from parlance.engines.parsing.syntax import Tagged
 from parlance.engines.text import partial_suffix
 
@@ -70,9 +71,7 @@ class TaggedCallStream:
         self._value = ""  # a non-string value, until its close tag
         self._value_started = False
         self._held = ""  # string value text held back (a line break the layout may own)
-        self._depth = 0
-        self._in_string = False
-        self._escaped = False
+        self._json_end = JsonEnd()
         self._name_started = ""
         self.emitted = False
 
@@ -164,7 +163,8 @@ class TaggedCallStream:
         events.append(self._start(name))
         self._params = 0
         if self._tags.params is None:
-            self._state, self._depth, self._in_string, self._escaped = "json", 0, False, False
+            self._state = "json"
+            self._json_end.reset()
         else:
             self._state = "params"
         return True
@@ -179,7 +179,7 @@ class TaggedCallStream:
         return name
 
     def _json(self, events: list[Event]) -> bool:
-        if self._depth == 0 and not self._in_string:
+        if self._json_end.outside:
             brace = self._buf.find("{")
             closer = self._tags.call_close
             end = self._buf.find(closer) if closer else -1
@@ -191,24 +191,11 @@ class TaggedCallStream:
                 self._buf = self._buf[-len(closer):] if closer else ""
                 return False
             self._buf = self._buf[brace:]
-        for i, ch in enumerate(self._buf):
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif ch == "\\":
-                    self._escaped = True
-                elif ch == '"':
-                    self._in_string = False
-            elif ch == '"':
-                self._in_string = True
-            elif ch in "{[":
-                self._depth += 1
-            elif ch in "}]":
-                self._depth -= 1
-                if self._depth == 0:
-                    events.append(self._args(self._buf[:i + 1]))
-                    self._buf, self._state = self._buf[i + 1:], "after"
-                    return True
+        end = self._json_end.end_in(self._buf)
+        if end is not None:
+            events.append(self._args(self._buf[:end]))
+            self._buf, self._state = self._buf[end:], "after"
+            return True
         if self._buf:
             events.append(self._args(self._buf))
         self._buf = ""
