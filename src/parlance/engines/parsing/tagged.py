@@ -191,10 +191,10 @@ class TaggedCallStream:
                 self._buf = self._buf[-len(closer):] if closer else ""
                 return False
             self._buf = self._buf[brace:]
-        end = self._json_end.end_in(self._buf)
-        if end is not None:
-            events.append(self._args(self._buf[:end]))
-            self._buf, self._state = self._buf[end:], "after"
+        value_end = self._json_end.end_in(self._buf)
+        if value_end is not None:
+            events.append(self._args(self._buf[:value_end]))
+            self._buf, self._state = self._buf[value_end:], "after"
             return True
         if self._buf:
             events.append(self._args(self._buf))
