@@ -16,6 +16,7 @@ from parlance.dialects.base import Incoming
 from parlance.dialects.gemini import CountTokens, GenerateContent
 from parlance.dialects.gemini.embed import BatchEmbedContents, EmbedContent
 from parlance.dialects.gemini.schema import json_schema
+from parlance.dialects.shared.wire import LIST_SLICE
 
 USER = {"role": "user", "parts": [{"text": "Weather in Paris?"}]}
 WEATHER = {"name": "get_weather", "description": "Weather for a city",
@@ -203,6 +204,16 @@ def test_count_tokens_takes_contents_or_a_whole_request():
         "tools": [{"functionDeclarations": [WEATHER]}]}}, {"model": "m"}))
     assert [t.name for t in whole.request.tools] == ["get_weather"]
     assert count.render_count(7)["totalTokens"] == 7
+
+
+def test_count_tokens_of_more_contents_than_one_validation_slice():
+    """Past LIST_SLICE items the wire model validates in slices and returns a copy;
+    counting must not validate the contents a second time through `__init__` (a
+    warning there, an error under this suite's filter, was a 500)."""
+    model = {"role": "model", "parts": [{"text": "Sunny."}]}
+    many = [USER, model] * (LIST_SLICE // 2) + [USER]
+    counted = CountTokens().parse(Incoming({"contents": many}, {"model": "models/m"}))
+    assert len(counted.request.prompts[0].messages) == len(many) > LIST_SLICE
 
 
 def test_embeddings_one_or_a_batch():

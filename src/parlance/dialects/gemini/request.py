@@ -488,5 +488,7 @@ def generation_request(req: GenerateContentRequest, model: str, *,
 def count_request(req: CountTokensRequest, model: str) -> GenerationRequest:
     if req.generate_content_request is not None:
         return generation_request(req.generate_content_request, model, counting=True)
-    return generation_request(GenerateContentRequest(contents=req.contents), model,
-                              counting=True)
+    # Built without validating again: `contents` is validated already, and a list past
+    # LIST_SLICE validated through `__init__` would come back as a copy (a warning).
+    return generation_request(GenerateContentRequest.model_construct(contents=req.contents),
+                              model, counting=True)
