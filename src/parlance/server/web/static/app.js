@@ -345,8 +345,15 @@ async function keep() {
 
 // -- the conversation list ------------------------------------------------------------
 
+// Lists are fetched concurrently (start-up, a search per keystroke, after a save); only
+// the newest request's answer is drawn, so a slow earlier one cannot undo a search.
+let listRequests = 0;
+
 async function showList() {
-  state.summaries = await listConversations($("search").value.trim());
+  const request = ++listRequests;
+  const summaries = await listConversations($("search").value.trim());
+  if (request !== listRequests) return;
+  state.summaries = summaries;
   renderList($("conversations"), state.summaries, state.doc && state.doc.id, {
     open: openConversation,
     rename: async (summary) => {
