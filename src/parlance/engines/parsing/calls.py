@@ -144,9 +144,17 @@ def _call_of(item: Any) -> tuple[str, str] | None:
     args = item.get("arguments", item.get("parameters", {}))
     if not isinstance(name, str):
         return None
-    if isinstance(args, str):
-        return name, args
+    if isinstance(args, str):  # arguments the model serialized itself pass as they are;
+        # any other string is a value, JSON-encoded (a client always gets JSON)
+        return name, args if _holds_object(args) else json.dumps(args, ensure_ascii=False)
     return name, json.dumps(args, ensure_ascii=False)
+
+
+def _holds_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 class CallStream:
