@@ -192,7 +192,10 @@ class OutputParser:
             self._region = TaggedCallStream(tags, self.index, self._next_call,
                                             self._tool_names or None, self._schemas)
         else:
-            self._region = CallStream(self.index, self._next_call, known, self._freeform)
+            syntax = self._syntax
+            opener = syntax.open if syntax and syntax.close is None else None
+            self._region = CallStream(self.index, self._next_call, known, self._freeform,
+                                      opener)
         self._region_open = marker
         self.mode = Mode.CALLS
 
