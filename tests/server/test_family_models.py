@@ -18,12 +18,9 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
-from typing import Annotated, Literal
 
 import jsonschema
 import pytest
-from mcp.server.mcpserver import MCPServer
-from pydantic import Field
 
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
@@ -107,23 +104,9 @@ def client(family):
                                                          integrations=integrations)))
 
 
-def weather_server() -> MCPServer:
-    """An MCP server whose one tool takes SCHEMA's arguments (an enum and a bounded
-    integer, so a forced call ends by itself), for LM Studio's integrations."""
-    server = MCPServer("weather")
-
-    @server.tool()
-    def get_weather(city: Literal["Paris", "Oslo"],
-                    days: Annotated[int, Field(ge=1, le=7)]) -> str:
-        """The forecast for a city."""
-        return f"{days} days of sun in {city}"
-
-    return server
-
-
 @pytest.fixture(scope="module")
 def weather_mcp() -> Iterator[mcp_server.RunningServer]:
-    running = mcp_server.start(build=weather_server)
+    running = mcp_server.start(build=mcp_server.build_weather_server)
     yield running
     running.stop()
 

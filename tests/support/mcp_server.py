@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -52,6 +53,21 @@ def build_server() -> MCPServer:
     def explode() -> str:
         """A tool that always fails."""
         raise ValueError("kaboom")
+
+    return server
+
+
+def build_weather_server() -> MCPServer:
+    """One tool, `get_weather`, whose arguments are enums (an integer one too: clients
+    such as Codex drop `minimum`/`maximum` from the schemas they offer), so a random
+    network forced to call it ends its call by itself (tests/support/family_gguf.py)."""
+    server = MCPServer("weather")
+
+    @server.tool()
+    def get_weather(city: Literal["Paris", "Oslo"], days: Literal[1, 2, 3, 4, 5, 6, 7]) -> str:
+        """The forecast for a city."""
+        RAN.append("get_weather")
+        return f"{days} days of sun in {city}"
 
     return server
 
