@@ -20,9 +20,10 @@ from tests.support.fake_app import FAKE_SPEC
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}}
 TOOLS = (ToolSpec("get_weather", "", WEATHER), ToolSpec("read", "", WEATHER))
+AUTO = ToolChoice()
 
 
-def request(*messages: Message, choice: ToolChoice = ToolChoice(),
+def request(*messages: Message, choice: ToolChoice = AUTO,
             tools: tuple[ToolSpec, ...] = TOOLS) -> GenerationRequest:
     return GenerationRequest(model="m", prompts=(ChatInput(messages),), tools=tools,
                              tool_choice=choice)
