@@ -119,8 +119,8 @@ class OutputParser:
 
     def _markers(self) -> list[str]:
         found = []
-        if self._reasoning:
-            found.append(self._reasoning.open)
+        if self._reasoning:  # a close marker again after the reasoning ended: dropped
+            found += [self._reasoning.open, self._reasoning.close]
         if self._syntax:
             found.append(self._syntax.open)
         return found + list(self._markup)
@@ -143,6 +143,8 @@ class OutputParser:
             self.mode, self._strip = Mode.REASONING, True
         elif marker in self._markup and not (self._syntax and marker == self._syntax.open):
             self._strip = True
+        elif self._reasoning and marker == self._reasoning.close:
+            pass  # a stray end of reasoning (MiniMax-M2 repeats it): markup, not content
         else:
             self._open_region(marker)
         return True
