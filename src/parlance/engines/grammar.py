@@ -339,12 +339,15 @@ def _tagged_call(i: int, tool: ToolSpec, tags: Tagged, literal: Literal) -> list
 def _param(params: Any, key: str, prop: Any, value_rule: str, literal: Literal,
            rules: list[str]) -> str:
     """One parameter: its tags, its key and its value, then a line break."""
+    is_string = not isinstance(prop, dict) or prop.get("type") == "string"
+    enum = isinstance(prop, dict) and "enum" in prop and all(isinstance(v, str)
+                                                             for v in prop["enum"])
+    attrs = params.attrs[0 if is_string or enum else 1] if params.attrs else ""
     opening = " ".join(x for x in (_lit(params.key_open, literal), key,
-                                   _lit(params.key_close, literal),
+                                   _lit(params.key_close + attrs, literal),
                                    _lit(params.value_open + params.pad, literal)) if x)
     closing = params.pad + params.value_close
-    is_string = not isinstance(prop, dict) or prop.get("type") == "string"
-    if isinstance(prop, dict) and "enum" in prop and all(isinstance(v, str) for v in prop["enum"]):
+    if enum:
         value = "(" + " | ".join(quoted(v) for v in prop["enum"]) + ")"
         return f'{opening} {value} {_lit(closing, literal)} "\\n"'
     if is_string:  # text up to the first close tag (lexemes are as long as they can be)
