@@ -27,6 +27,7 @@ import llguidance
 from parlance.core.errors import InvalidRequest
 from parlance.core.request import GenerationRequest
 from parlance.core.tools import InputGrammar, ToolSpec
+from parlance.engines.grammar_layouts import LayoutCall
 from parlance.engines.parsing.syntax import SPECIAL_MARKERS, SYNTAXES, Tagged, ToolSyntax
 
 # `lenient`: keywords llguidance does not implement (`propertyNames`, as in one of Claude
@@ -273,6 +274,9 @@ class _Calls:
             calls.append(f"call_{i}")
             if syntax.tagged is not None:
                 self.rules += _tagged_call(i, tool, syntax.tagged, literal)
+            elif syntax.layout != "json":
+                self.rules += LayoutCall(i, tool, syntax.layout, literal, _json_rule,
+                                         _regex_literal).rules
             else:
                 self.rules.append(f"call_{i}: {_json_call(tool, syntax)}")
         self.json = bool(calls)
@@ -417,7 +421,7 @@ def region_grammar(tools: Sequence[ToolSpec], syntax: ToolSyntax, *, parallel: b
     """What follows a call marker the model opened by itself (lazy grammar): the
     calls of that region, up to and including its close marker."""
     calls = _Calls(tools, syntax, literal)
-    if syntax.close is not None:
+    if syntax.close is not None and not syntax.list_open:
         options = [f"call WS? {literal(syntax.close)}"] if calls.json else []
         options += ["freeform"] if calls.free else []
         start = f"WS? ({' | '.join(options)})"

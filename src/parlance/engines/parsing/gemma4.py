@@ -9,6 +9,7 @@ objects as in JSON. A string is streamed as a JSON string while it is written.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from parlance.engines.parsing.syntax import GEMMA4_STRING
 from parlance.engines.text import partial_suffix
@@ -112,3 +113,21 @@ class Gemma4Call:
 
 def _escape(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def gemma4_value(value: Any) -> str:
+    """A JSON value as Gemma 4 writes it: bare keys, strings between `<|"|>` marks."""
+    if isinstance(value, str):
+        return f"{GEMMA4_STRING}{value}{GEMMA4_STRING}"
+    if isinstance(value, list):
+        return "[" + ",".join(gemma4_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{gemma4_value(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+def gemma4_call(name: str, arguments: Any) -> str:
+    """One call, `call:NAME{key:value,…}`; arguments that are no object go as `input`."""
+    if not isinstance(arguments, dict):
+        arguments = {"input": arguments}
+    return f"call:{name}{gemma4_value(arguments)}"

@@ -40,6 +40,7 @@ class ToolSyntax:
     # "arguments": …}`; "keyed" `{"NAME": {…}}` (Apertus); "pythonic" `NAME(k=v, …)`
     # (LFM2); "gemma4" `call:NAME{k:v,…}` with `<|"|>` strings (Gemma 4)
     layout: str = "json"
+    marks: tuple[str, ...] = ()  # special tokens inside a call's arguments (Gemma 4's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +130,11 @@ HARMONY = ToolSyntax(
                   after_name=" <|constrain|>json<|message|>", after_args="<|call|>"))
 
 # -- Gemma 4, Phi-4-mini, LFM2, Nemotron Nano v2, Apertus, DeepSeek V3.2 -------------
+GEMMA4_STRING = '<|"|>'  # Gemma 4's string delimiter, one special token
 # Gemma 4: `<|tool_call>call:NAME{key:value,…}<tool_call|>`, one call a block, strings
 # between `<|"|>` marks (gemma4.py).
 GEMMA4 = ToolSyntax("gemma4", "<|tool_call>", "<tool_call|>", "arguments", layout="gemma4",
-                    item_open="<|tool_call>", item_close="<tool_call|>")
+                    marks=(GEMMA4_STRING,), item_open="<|tool_call>", item_close="<tool_call|>")
 # Phi-4-mini: `<|tool_call|>{"name": …, "arguments": {…}}<|/tool_call|>`, one call a block.
 PHI4 = ToolSyntax("phi4", "<|tool_call|>", "<|/tool_call|>", "arguments",
                   item_open="<|tool_call|>", item_close="<|/tool_call|>")
@@ -159,7 +161,6 @@ DEEPSEEK_V32 = ToolSyntax(
                   before_name=f'<{_DSML}function_calls>\n<{_DSML}invoke name="',
                   after_name='">\n',
                   after_args=f"</{_DSML}invoke>\n</{_DSML}function_calls>"), list_sep="\n")
-GEMMA4_STRING = '<|"|>'  # Gemma 4's string delimiter, one special token
 
 # Markers that are one special token in their family's vocabulary (a grammar spells them
 # by token id, and the engine spells them in the text it parses).
