@@ -164,3 +164,21 @@ def test_the_region_grammar_of_a_list_takes_what_follows_its_marker(name):
     syntax = SYNTAXES[name]
     text = PARALLEL[name][len(syntax.open):]
     assert accepts(grammar.region_grammar(TOOLS[:1], syntax, parallel=True), text)
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("lfm2", '<|tool_call_start|>[apply_patch(input="*** Begin Patch\\n+x")]'
+             "<|tool_call_end|>"),
+    ("gemma4", f"<|tool_call>call:apply_patch{{input:{Q}*** Begin Patch\n+x{Q}}}<tool_call|>"),
+])
+def test_a_freeform_tool_is_a_function_of_one_string_in_a_layout_without_raw_text(
+        name, text):
+    syntax = SYNTAXES[name]
+    tool = ToolSpec("apply_patch", "Edits files", freeform=True)
+    assert accepts(grammar.forced_calls_grammar([tool], syntax, parallel=False), text)
+    parser = OutputParser(0, syntax=syntax, tool_names=frozenset({"apply_patch"}),
+                          freeform=frozenset({"apply_patch"}))
+    events = parser.push(text) + parser.finish()
+    assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["apply_patch"]
+    assert "".join(e.fragment for e in events if isinstance(e, ToolCallArgs)) == (
+        "*** Begin Patch\n+x")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -257,6 +258,10 @@ def schema_grammar(schema: dict[str, Any] | None, *, lead: bool = False) -> str:
     return llguidance.LLMatcher.grammar_from_lark("\n".join(rules))
 
 
+_INPUT_PARAMETERS = {"type": "object", "properties": {"input": {"type": "string"}},
+                     "required": ["input"]}
+
+
 class _Calls:
     """The call rules of a set of tools: `call` (JSON arguments) and `freeform` (raw
     input, each alternative ending with the item's close marker, or running to the
@@ -267,7 +272,11 @@ class _Calls:
         self.subgrammars: list[dict[str, Any]] = []
         calls, freeform = [], []
         for i, tool in enumerate(tools):
-            if tool.freeform:
+            if tool.freeform and syntax.layout != "json":
+                # a layout with no raw-text form (Python calls, Gemma 4's): the tool is a
+                # function of one string, as its description to the model says
+                tool = replace(tool, parameters=_INPUT_PARAMETERS)
+            if tool.freeform and syntax.layout == "json":
                 freeform.append(f"call_{i}")
                 self.rules += self._freeform(i, tool, syntax, literal)
                 continue

@@ -67,10 +67,14 @@ class ChatFormat:
     calls_in_content: bool = False
 
 
+# DeepSeek ends a turn at `<｜end▁of▁sentence｜>`; a turn header it writes (a random or
+# confused model) ends it too, rather than reaching the answer.
+_DEEPSEEK_STOPS = ("<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>")
+
 # Gemma 4, Phi-4-mini, LFM2, Nemotron Nano v2, Apertus, DeepSeek V3.2 (issue 38).
 _FAMILIES_2: tuple[ChatFormat, ...] = (
     ChatFormat("deepseek_v3_2", "DeepSeek V3.2 (DSML)", ("｜DSML｜",), DEEPSEEK_V32,
-               reasoning=THINK, stops=("<｜end▁of▁sentence｜>",)),
+               reasoning=THINK, stops=_DEEPSEEK_STOPS),
     ChatFormat("gemma4", "Gemma 4", ("<|tool_call>",), GEMMA4, reasoning=GEMMA4_THOUGHT,
                markup=("<|channel>", "<channel|>"), stops=("<turn|>", "<|tool_response>")),
     ChatFormat("phi4", "Phi-4-mini", ("<|/tool_call|>",), PHI4, stops=("<|end|>",)),
@@ -99,9 +103,9 @@ FORMATS: tuple[ChatFormat, ...] = (
                stops=("<|im_end|>",)),
     ChatFormat("deepseek_r1", "DeepSeek R1 (and its distills), V3",
                ("<｜tool▁sep｜>' + tool['function']['name']",), DEEPSEEK_R1, reasoning=THINK,
-               stops=("<｜end▁of▁sentence｜>",)),
+               stops=_DEEPSEEK_STOPS),
     ChatFormat("deepseek_v3_1", "DeepSeek V3.1", ("<｜tool▁sep｜>",), DEEPSEEK_V31,
-               reasoning=THINK, stops=("<｜end▁of▁sentence｜>",), thinking_switch="thinking"),
+               reasoning=THINK, stops=_DEEPSEEK_STOPS, thinking_switch="thinking"),
     ChatFormat("glm45", "GLM-4.5, 4.6, 4.7", ("<arg_key>",), GLM45, reasoning=THINK,
                stops=("<|user|>", "<|observation|>")),
     ChatFormat("qwen3_coder", "Qwen3-Coder, Qwen3.5 (XML calls)", ("<function=", "<parameter="),
