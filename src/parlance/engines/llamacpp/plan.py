@@ -18,9 +18,12 @@ from parlance.engines import grammar
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.pattern_probe import check_patterns
 from parlance.engines.llamacpp.template import ChatTemplate
-from parlance.engines.llamacpp.tool_prompt import tool_schemas, with_builtin_tools
+from parlance.engines.llamacpp.tool_prompt import (
+    tool_schemas,
+    with_builtin_tools,
+    with_tools_described,
+)
 from parlance.engines.parsing.syntax import (
-    HERMES,
     SPECIAL_MARKERS,
     ReasoningMarkers,
     ToolSyntax,
@@ -54,6 +57,9 @@ def _render(template: ChatTemplate, request: GenerationRequest,
         if tools:
             extra["tools"] = tool_schemas(tools)
         return template.render(messages, **extra)
+    if template.renders_calls and (tools or has_tool_turns):  # DeepSeek's: calls native
+        return template.render(with_tools_described(messages, tools, template.call_syntax),
+                               **extra)
     if tools or has_tool_turns:
         return template.render(with_builtin_tools(messages, tools), **extra)
     return template.render(messages, **extra)
@@ -93,7 +99,7 @@ def build_plan(
     marker_tokens: Callable[[str], list[int]] | None = None,
 ) -> GuidePlan | None:
     tools = request.callable_tools
-    syntax = (template.tool_syntax if template.supports_tools else HERMES) if tools else None
+    syntax = template.call_syntax if tools else None
     reasoning = template.reasoning
     fmt = request.response_format
     grammar.check_schemas(request)
@@ -160,9 +166,8 @@ def _spelled(template: ChatTemplate, reasoning: ReasoningMarkers | None,
         markers |= {reasoning.open, reasoning.close}
     if syntax is not None:
         markers |= {m for m in (syntax.open, syntax.close) if m}
-        if syntax.tagged is not None:
-            written = repr(syntax.tagged)
-            markers |= {m for m in SPECIAL_MARKERS if m in written}
+        written = repr(syntax)  # the markers inside a call (tags, Gemma 4's `<|"|>`)
+        markers |= {m for m in SPECIAL_MARKERS if m in written}
     return _single_tokens(markers, marker_tokens)
 
 

@@ -17,18 +17,26 @@ import logging
 from dataclasses import dataclass
 
 from parlance.engines.parsing.syntax import (
+    APERTUS,
+    APERTUS_INNER,
     DEEPSEEK_R1,
     DEEPSEEK_V31,
+    DEEPSEEK_V32,
+    GEMMA4,
+    GEMMA4_THOUGHT,
     GLM45,
     HARMONY,
     HARMONY_ANALYSIS,
     HARMONY_MARKUP,
     HERMES,
     KIMI_K2,
+    LFM2,
     LLAMA3_JSON,
     MINIMAX_M2,
     MISTRAL,
     MISTRAL_THINK,
+    NEMOTRON_V2,
+    PHI4,
     QWEN3_CODER,
     SEED_OSS,
     SEED_THINK,
@@ -54,9 +62,35 @@ class ChatFormat:
     # history: the template writes one call a message (harmony), so a turn with several
     # goes to it as one message per call
     call_per_message: bool = False
+    # history: the template renders no `tool_calls` (LFM2), so earlier calls are written
+    # into the assistant's content in the family's markup, as llama.cpp's handler does
+    calls_in_content: bool = False
 
+
+# DeepSeek ends a turn at `<｜end▁of▁sentence｜>`; a turn header it writes (a random or
+# confused model) ends it too, rather than reaching the answer.
+_DEEPSEEK_STOPS = ("<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>")
+
+# Gemma 4, Phi-4-mini, LFM2, Nemotron Nano v2, Apertus, DeepSeek V3.2 (issue 38).
+_FAMILIES_2: tuple[ChatFormat, ...] = (
+    ChatFormat("deepseek_v3_2", "DeepSeek V3.2 (DSML)", ("｜DSML｜",), DEEPSEEK_V32,
+               reasoning=THINK, stops=_DEEPSEEK_STOPS),
+    ChatFormat("gemma4", "Gemma 4", ("<|tool_call>",), GEMMA4, reasoning=GEMMA4_THOUGHT,
+               markup=("<|channel>", "<channel|>"), stops=("<turn|>", "<|tool_response>")),
+    ChatFormat("phi4", "Phi-4-mini", ("<|/tool_call|>",), PHI4, stops=("<|end|>",)),
+    ChatFormat("lfm2", "LFM2 (Python calls)", ("<|tool_list_start|>",), LFM2, reasoning=THINK,
+               stops=("<|im_end|>",), calls_in_content=True),
+    ChatFormat("nemotron_v2", "Nemotron Nano v2", ("<TOOLCALL>",), NEMOTRON_V2,
+               reasoning=THINK, stops=("<SPECIAL_12>",)),
+    ChatFormat("apertus", "Apertus", ("<|tools_prefix|>",), APERTUS, reasoning=APERTUS_INNER,
+               stops=("<|assistant_end|>", "<|tools_suffix|>")),
+)
+# Gemma 3 (and 2) teach no tool syntax: the built-in prompt, said so by name.
+GEMMA3 = ChatFormat("gemma3", "Gemma 2, Gemma 3 (no native tools)", ("<start_of_turn>",),
+                    HERMES, stops=("<end_of_turn>",), native_tools=False)
 
 FORMATS: tuple[ChatFormat, ...] = (
+    *_FAMILIES_2,
     ChatFormat("harmony", "gpt-oss (harmony)", ("<|channel|>",), HARMONY,
                reasoning=HARMONY_ANALYSIS, markup=HARMONY_MARKUP,
                stops=("<|call|>", "<|return|>"), thinking_switch="reasoning_effort",
@@ -69,9 +103,9 @@ FORMATS: tuple[ChatFormat, ...] = (
                stops=("<|im_end|>",)),
     ChatFormat("deepseek_r1", "DeepSeek R1 (and its distills), V3",
                ("<｜tool▁sep｜>' + tool['function']['name']",), DEEPSEEK_R1, reasoning=THINK,
-               stops=("<｜end▁of▁sentence｜>",)),
+               stops=_DEEPSEEK_STOPS),
     ChatFormat("deepseek_v3_1", "DeepSeek V3.1", ("<｜tool▁sep｜>",), DEEPSEEK_V31,
-               reasoning=THINK, stops=("<｜end▁of▁sentence｜>",), thinking_switch="thinking"),
+               reasoning=THINK, stops=_DEEPSEEK_STOPS, thinking_switch="thinking"),
     ChatFormat("glm45", "GLM-4.5, 4.6, 4.7", ("<arg_key>",), GLM45, reasoning=THINK,
                stops=("<|user|>", "<|observation|>")),
     ChatFormat("qwen3_coder", "Qwen3-Coder, Qwen3.5 (XML calls)", ("<function=", "<parameter="),
@@ -83,6 +117,7 @@ FORMATS: tuple[ChatFormat, ...] = (
                stops=("<|im_end|>",)),
     ChatFormat("llama3_json", "Llama 3.1, 3.2, 3.3 (JSON calls)", ("<|python_tag|>",),
                LLAMA3_JSON, stops=("<|eom_id|>", "<|eot_id|>")),
+    GEMMA3,
 )
 # A template that teaches no call syntax of its own (Gemma 3, SmolLM2): Parlance's
 # built-in tool prompt in Hermes markup.

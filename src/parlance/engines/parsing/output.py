@@ -20,6 +20,8 @@ from parlance.engines.parsing.calls import CallStream
 from parlance.engines.parsing.repeats import RepeatFilter
 from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
 from parlance.engines.parsing.tagged import TaggedCallStream
+from parlance.engines.parsing.translate import TranslatedRegion
+from parlance.engines.parsing.translators import translator
 from parlance.engines.text import partial_suffix
 
 
@@ -53,7 +55,7 @@ class OutputParser:
         self._buf = ""
         self._strip = self.mode is Mode.REASONING  # drop whitespace right after a marker
         self._output_started = False  # any non-whitespace content emitted yet
-        self._region: CallStream | TaggedCallStream | None = None
+        self._region: CallStream | TaggedCallStream | TranslatedRegion | None = None
         self._region_open = ""
         self._repeats = RepeatFilter()
         self._next_call = 0  # the call index the next region's calls start from
@@ -157,13 +159,21 @@ class OutputParser:
 
     def _in_calls(self, out: list[Event]) -> bool:
         close = self._syntax.close if self._syntax else None
-        text, found = self._take_until([close]) if close else (self._buf, None)
-        if close is None:
+        # a region with no close marker runs to the end, or to its marker written again
+        # (Mistral's `[TOOL_CALLS]` before each of several calls)
+        opener = self._syntax.open if self._syntax and not close else ""
+        ends = [close] if close else [opener] if opener else []
+        text, found = self._take_until(ends) if ends else (self._buf, None)
+        if not ends:
             self._buf = ""
         self._feed_region(text, out)
         if found is None:
             return False
-        self._close_region(out, found)
+        if close:
+            self._close_region(out, found)
+        else:
+            self._close_region(out, "")
+            self._open_region(found)
         return True
 
     def _take_until(self, markers: list[str]) -> tuple[str, str | None]:
@@ -192,7 +202,10 @@ class OutputParser:
             self._region = TaggedCallStream(tags, self.index, self._next_call,
                                             self._tool_names or None, self._schemas)
         else:
-            self._region = CallStream(self.index, self._next_call, known, self._freeform)
+            calls = CallStream(self.index, self._next_call, known, self._freeform)
+            layout = self._syntax.layout if self._syntax else "json"
+            self._region = calls if layout == "json" else TranslatedRegion(
+                translator(layout), calls)
         self._region_open = marker
         self.mode = Mode.CALLS
 
