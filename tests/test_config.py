@@ -214,3 +214,13 @@ def test_chat_format_from_a_preset_or_the_flag(tmp_path):
     path.write_text('[presets.oss]\nmodel = "smollm2-135m-instruct"\nchat_format = "nope"\n')
     with pytest.raises(ValueError, match="chat_format must be one of"):
         resolve_config({}, {}, path)
+
+
+def test_tool_choice_from_a_preset(tmp_path):
+    path = tmp_path / "parlance.toml"
+    path.write_text('[presets.agent]\nmodel = "smollm2-135m-instruct"\ntool_choice = "required"\n')
+    assert resolve_spec("agent", resolve_config({}, {}, path)[1]).tool_choice == "required"
+    for bad in ('"auto"', '""', "3"):
+        path.write_text(f'[presets.agent]\nmodel = "smollm2-135m-instruct"\ntool_choice = {bad}\n')
+        with pytest.raises(ValueError, match="tool_choice must be"):
+            resolve_config({}, {}, path)

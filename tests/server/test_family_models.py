@@ -3,8 +3,11 @@
 weights). A random network writes nonsense, so each test asks only for what the engine
 guarantees whatever the weights: a forced call (a grammar in the family's own markup,
 `tool_choice` required or named) comes back as a parsed call valid for its schema in
-every dialect, its special tokens single tokens; structured output holds its schema; a
-second turn with the call's result renders and nothing of the markup reaches content.
+every dialect (LM Studio's native chat forces calls to its integrations' tools; Ollama
+has no `tool_choice`, so what it forces is `format`), its special tokens single tokens;
+structured output holds its schema; a second turn with the call's result renders and
+nothing of the markup reaches content. gpt-oss (harmony), Qwen3-Coder (XML calls) and
+Qwen3 (Hermes calls, `<think>`).
 
 The schema's values are an enum and a one-digit integer so that a forced call ends by
 itself (a free string would run as long as the random network likes)."""
@@ -15,18 +18,23 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
+from typing import Annotated, Literal
 
 import jsonschema
 import pytest
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
 from parlance.core.messages import Message
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
 from parlance.core.tools import ToolChoice, ToolSpec
 from parlance.engines.llamacpp import LlamaCppEngine
 from parlance.engines.llamacpp.model import ContextSettings
+from parlance.integrations.settings import IntegrationSettings
 from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
+from tests.support import mcp_server
 from tests.support.family_gguf import (
     DEEPSEEK_V3,
     GPT_OSS,
@@ -73,7 +81,8 @@ FORCED_MARKUP = {
 }
 FAMILIES = [pytest.param(GPT_OSS, id=GPT_OSS.name),
             pytest.param(QWEN3_CODER, id=QWEN3_CODER.name),
-            pytest.param(DEEPSEEK_V3, id=DEEPSEEK_V3.name)]
+            pytest.param(DEEPSEEK_V3, id=DEEPSEEK_V3.name),
+            pytest.param(QWEN3, id=QWEN3.name)]
 MODEL = "tiny-family"
 
 
@@ -104,7 +113,32 @@ def client(family):
     path = family_gguf(family[0])
     models = ServedModels([ServedModel(ModelSpec(id=MODEL, locate=lambda: path), family[1],
                                        int(time.time()))])
-    return asgi_client(create_app(models, ServerSettings(request_timeout=REQUEST_TIMEOUT)))
+    # LM Studio's native chat calls tools of MCP servers the request names (integrations)
+    integrations = IntegrationSettings(allow_request_servers=True,
+                                       allowed_hosts=("127.0.0.1",))
+    return asgi_client(create_app(models, ServerSettings(request_timeout=REQUEST_TIMEOUT,
+                                                         integrations=integrations)))
+
+
+def weather_server() -> MCPServer:
+    """An MCP server whose one tool takes SCHEMA's arguments (an enum and a bounded
+    integer, so a forced call ends by itself), for LM Studio's integrations."""
+    server = MCPServer("weather")
+
+    @server.tool()
+    def get_weather(city: Literal["Paris", "Oslo"],
+                    days: Annotated[int, Field(ge=1, le=7)]) -> str:
+        """The forecast for a city."""
+        return f"{days} days of sun in {city}"
+
+    return server
+
+
+@pytest.fixture(scope="module")
+def weather_mcp() -> Iterator[mcp_server.RunningServer]:
+    running = mcp_server.start(build=weather_server)
+    yield running
+    running.stop()
 
 
 def valid(arguments: dict | str) -> dict:
@@ -230,6 +264,28 @@ async def test_ollama_structured_output_holds_the_schema(client, family):
             "messages": [{"role": "user", "content": "Weather in Paris as JSON"}]})
     assert response.status_code == 200, response.text
     valid(response.json()["message"]["content"])
+
+
+async def test_lmstudio_required_call_runs_the_integrations_tool(client, family, weather_mcp):
+    """LM Studio's `/api/v1/chat` has `tool_choice` for the tools of its integrations
+    (MCP servers the server calls itself): the forced call is parsed from the family's
+    markup, valid, and run; the model then answers the result (to its token limit)."""
+    async with client:
+        response = await client.post("/api/v1/chat", json={
+            "model": MODEL, "input": "Weather in Oslo?", "tool_choice": "required",
+            "max_output_tokens": 40, "temperature": 0,
+            "integrations": [{"type": "ephemeral_mcp", "server_label": "weather",
+                              "server_url": weather_mcp.url,
+                              "allowed_tools": ["get_weather"]}]})
+    assert response.status_code == 200, response.text
+    output = response.json()["output"]
+    calls = [item for item in output if item["type"] == "tool_call"]
+    assert [c["tool"] for c in calls] == ["get_weather"], output
+    valid(calls[0]["arguments"])
+    assert "days of sun in" in calls[0]["output"], calls[0]
+    for item in output:
+        if item["type"] == "message":
+            no_markup(family[0], item.get("content"))
 
 
 # -- the second turn: a call and its result go back through the template ---------------

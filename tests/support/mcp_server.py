@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import uvicorn
@@ -96,8 +97,10 @@ class RunningServer:
         self.thread.join(10)
 
 
-def start(port: int | None = None) -> RunningServer:
-    mcp = build_server()
+def start(port: int | None = None, build: Callable[[], MCPServer] = build_server
+          ) -> RunningServer:
+    """`build`: the server's tools (`build_server`'s by default)."""
+    mcp = build()
     # the name the DNS rebinding tests resolve to this server is a host it accepts
     hosts = TransportSecuritySettings(allowed_hosts=["127.0.0.1:*", "localhost:*",
                                                      "rebind.test:*"])

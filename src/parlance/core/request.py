@@ -134,3 +134,24 @@ def with_sampling_defaults(
     if not unset:
         return request
     return replace(request, sampling=replace(request.sampling, **unset))
+
+
+def with_preset_tool_choice(request: GenerationRequest, choice: str | None
+                            ) -> GenerationRequest:
+    """A preset's `tool_choice` ("required" or a tool's name) on a turn's first step: the
+    request offers tools, leaves `tool_choice` auto and its conversation ends with the
+    user's message. An agent's model that will not call tools by itself then acts on
+    each instruction, and answers the results as it likes, so the agent's loop ends. A
+    name the request does not offer forces nothing."""
+    if not choice or not request.tools or request.tool_choice.mode != "auto":
+        return request
+    if len(request.prompts) != 1 or not isinstance(request.prompts[0], ChatInput):
+        return request
+    messages = request.prompts[0].messages
+    if not messages or messages[-1].role != "user":
+        return request
+    if choice == "required":
+        return replace(request, tool_choice=ToolChoice("required"))
+    if any(tool.name == choice for tool in request.tools):
+        return replace(request, tool_choice=ToolChoice("named", choice))
+    return request

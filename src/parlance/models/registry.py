@@ -51,6 +51,9 @@ class ModelSpec:
     chat_template: str | None = None
     chat_format: str | None = None  # a formats.py entry's name; None: detected
     sampling: Mapping[str, Any] = field(default_factory=dict)
+    # "required" or a tool's name: forced on a turn's first step where the client leaves
+    # `tool_choice` auto (`core.request.with_preset_tool_choice`)
+    tool_choice: str | None = None
     draft: ModelSpec | None = None
 
     def names(self) -> tuple[str, ...]:
@@ -172,6 +175,16 @@ def _chat_format(value: Any, preset: str) -> str | None:
     return value
 
 
+def _tool_choice(value: Any, preset: str) -> str | None:
+    """A preset's `tool_choice`: "required" or the name of a tool to call."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or value in ("auto", "none"):
+        raise ValueError(f"preset {preset!r}: tool_choice must be \"required\" or a tool's "
+                         f"name, not {value!r}")
+    return value
+
+
 def with_preset(registry: dict[str, ModelSpec], name: str, table: Mapping[str, Any],
                 base_dir: Path) -> dict[str, ModelSpec]:
     """Add a TOML preset: a named model file + context size + template + sampling."""
@@ -191,6 +204,7 @@ def with_preset(registry: dict[str, ModelSpec], name: str, table: Mapping[str, A
         chat_template=template or base.chat_template,
         chat_format=_chat_format(table.get("chat_format"), name) or base.chat_format,
         sampling=dict(table.get("sampling", {})),
+        tool_choice=_tool_choice(table.get("tool_choice"), name),
     )
     return {**registry, name: spec}
 

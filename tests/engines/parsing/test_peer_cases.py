@@ -3,7 +3,9 @@ its source): model text in, the message (content, reasoning, calls) out. Each is
 parsed whole, a character at a time and in seeded random chunks, with the same
 result (a `partial` case is a snapshot mid-stream: what was streamed so far). Content
 and reasoning are compared without their surrounding whitespace
-(llama.cpp's tests compare them so too for these formats)."""
+(llama.cpp's tests compare them so too for these formats). A case's own `tools`
+(name: JSON Schema) replace its file's, where a peer's test gives one tool its own
+schema."""
 
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ def _load() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     for path in sorted(CASES.glob("*.json")):
         data = json.loads(path.read_text())
         for i, case in enumerate(data["cases"]):
-            out.append((f"{path.stem}-{case['format']}-{i}", case, data["tools"]))
+            tools = case.get("tools", data["tools"])  # a case may bring its own
+            out.append((f"{path.stem}-{case['format']}-{i}", case, tools))
     return out
 
 

@@ -123,6 +123,8 @@ def _calls_in(text: str) -> list[tuple[str, str]] | None:
     """Whole-text fallback: (name, arguments JSON) of every call, or None."""
     text = text.strip().rstrip(";")
     candidates = [text, f"[{text}]", "[" + text.replace(";", ",") + "]"]
+    if text.endswith("]") and not text.startswith("["):  # a list whose `[` opened the region
+        candidates.append(f"[{text}")
     for candidate in candidates:
         try:
             value: Any = json.loads(candidate)
@@ -144,17 +146,28 @@ def _call_of(item: Any) -> tuple[str, str] | None:
     args = item.get("arguments", item.get("parameters", {}))
     if not isinstance(name, str):
         return None
-    if isinstance(args, str):
-        return name, args
+    if isinstance(args, str):  # arguments the model serialized itself pass as they are;
+        # any other string is a value, JSON-encoded (a client always gets JSON)
+        return name, args if _holds_object(args) else json.dumps(args, ensure_ascii=False)
     return name, json.dumps(args, ensure_ascii=False)
+
+
+def _holds_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 class CallStream:
     """One region's calls. `push` text, then `close` once the region ends."""
 
     def __init__(self, index: int, first_call: int, known: frozenset[str] | None = None,
-                 freeform: frozenset[str] = frozenset()):
+                 freeform: frozenset[str] = frozenset(), opener: str | None = None):
         self._index = index
+        # a region with no close marker: the open marker again before a later call
+        # (Mistral's `[TOOL_CALLS]a[ARGS]{…}[TOOL_CALLS]b[ARGS]{…}`) is skipped
+        self._opener = opener
         self.next_call = first_call
         self._known = known  # when set, a name outside it means "not a call"
         self._freeform = freeform  # tools that take raw text
@@ -232,6 +245,12 @@ class CallStream:
         return False
 
     def _header(self, events: list[Event]) -> bool:
+        if self._opener:
+            self._buf = self._buf.lstrip(" \t\r\n,;")
+            while self._buf.startswith(self._opener):
+                self._buf = self._buf[len(self._opener):].lstrip(" \t\r\n,;")
+            if self._buf and self._opener.startswith(self._buf):
+                return False  # maybe the open marker again
         self._buf = self._buf.lstrip(_SKIPPED)
         if not self._buf:
             return False

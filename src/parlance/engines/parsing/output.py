@@ -202,8 +202,10 @@ class OutputParser:
             self._region = TaggedCallStream(tags, self.index, self._next_call,
                                             self._tool_names or None, self._schemas)
         else:
-            calls = CallStream(self.index, self._next_call, known, self._freeform)
-            layout = self._syntax.layout if self._syntax else "json"
+            syntax = self._syntax
+            opener = syntax.open if syntax and syntax.close is None else None
+            calls = CallStream(self.index, self._next_call, known, self._freeform, opener)
+            layout = syntax.layout if syntax else "json"
             self._region = calls if layout == "json" else TranslatedRegion(
                 translator(layout), calls)
         self._region_open = marker

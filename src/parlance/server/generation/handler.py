@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from parlance.core.accumulate import Accumulator
 from parlance.core.errors import ContextOverflow, ParlanceError
 from parlance.core.events import Failed
-from parlance.core.request import with_sampling_defaults
+from parlance.core.request import with_preset_tool_choice, with_sampling_defaults
 from parlance.dialects.base import (
     Backgrounds,
     Call,
@@ -170,7 +170,9 @@ class GenerationHandler:
         server-side tools); for a `Truncating` dialect, drop the oldest turns until
         the prompt fits the context."""
         while True:
-            request = with_sampling_defaults(call.request, dict(model.spec.sampling))
+            request = with_preset_tool_choice(
+                with_sampling_defaults(call.request, dict(model.spec.sampling)),
+                model.spec.tool_choice)
             start = model.engine.start
             try:
                 if toolbox is not None:
