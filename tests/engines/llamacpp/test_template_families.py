@@ -99,3 +99,13 @@ def test_nemotron_is_told_to_think_or_not_in_its_system_message(effort, word, pr
     text = render_chat(template("NVIDIA-Nemotron-Nano-v2"), request, messages)
     assert text.endswith(prompt_end) and "Be brief." in text
     assert word not in text  # the template reads the word and leaves it out
+
+
+def test_lfm2_that_never_thinks_takes_reasoning_off():
+    """LFM2-8B-A1B's template has no `<think>`: asked not to reason, it already does not."""
+    lfm2 = template("LFM2-8B-A1B")
+    assert lfm2.reasoning is None
+    messages = (Message("user", "Hi"),)
+    request = GenerationRequest(model="m", prompts=(ChatInput(messages),),
+                                reasoning=ReasoningRequest(ReasoningEffort.NONE))
+    assert render_chat(lfm2, request, messages).endswith("<|im_start|>assistant\n")

@@ -81,7 +81,8 @@ _FAMILIES_2: tuple[ChatFormat, ...] = (
     ChatFormat("gemma4", "Gemma 4", ("<|tool_call>",), GEMMA4, reasoning=GEMMA4_THOUGHT,
                markup=("<|channel>", "<channel|>"), stops=("<turn|>", "<|tool_response>")),
     ChatFormat("phi4", "Phi-4-mini", ("<|/tool_call|>",), PHI4, stops=("<|end|>",)),
-    ChatFormat("lfm2", "LFM2 (Python calls)", ("<|tool_list_start|>",), LFM2, reasoning=THINK,
+    # LFM2.5-8B-A1B thinks in `<think>` (its template names it); LFM2 does not
+    ChatFormat("lfm2", "LFM2 (Python calls)", ("<|tool_list_start|>",), LFM2,
                stops=("<|im_end|>",), calls_in_content=True),
     ChatFormat("nemotron_v2", "Nemotron Nano v2", ("<TOOLCALL>",), NEMOTRON_V2,
                reasoning=THINK, stops=("<SPECIAL_12>",), thinking_flags=("/think", "/no_think")),
