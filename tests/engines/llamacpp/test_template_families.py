@@ -13,7 +13,7 @@ import pytest
 from parlance.core.events import ToolCallArgs, ToolCallStart
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
-from parlance.core.tools import ToolSpec
+from parlance.core.tools import ReasoningEffort, ReasoningRequest, ToolSpec
 from parlance.engines.llamacpp.plan import render_chat
 from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.parsing.output import OutputParser
@@ -86,3 +86,26 @@ def test_ministral_keeps_the_reasoning_of_the_turn_in_progress_only():
         Message("tool", '{"temp": 21}', tool_call_id="call_1")])
     assert "[THINK]Need the tool.[/THINK][TOOL_CALLS]get_weather" in text
     assert "Earlier thought." not in text
+
+
+@pytest.mark.parametrize(("effort", "word", "prompt_end"), [
+    (ReasoningEffort.NONE, "/no_think", "<think></think>"),
+    (ReasoningEffort.HIGH, "/think", "<think>\n"),
+])
+def test_nemotron_is_told_to_think_or_not_in_its_system_message(effort, word, prompt_end):
+    messages = (Message("system", "Be brief."), Message("user", "Hi"))
+    request = GenerationRequest(model="m", prompts=(ChatInput(messages),),
+                                reasoning=ReasoningRequest(effort))
+    text = render_chat(template("NVIDIA-Nemotron-Nano-v2"), request, messages)
+    assert text.endswith(prompt_end) and "Be brief." in text
+    assert word not in text  # the template reads the word and leaves it out
+
+
+def test_lfm2_that_never_thinks_takes_reasoning_off():
+    """LFM2-8B-A1B's template has no `<think>`: asked not to reason, it already does not."""
+    lfm2 = template("LFM2-8B-A1B")
+    assert lfm2.reasoning is None
+    messages = (Message("user", "Hi"),)
+    request = GenerationRequest(model="m", prompts=(ChatInput(messages),),
+                                reasoning=ReasoningRequest(ReasoningEffort.NONE))
+    assert render_chat(lfm2, request, messages).endswith("<|im_start|>assistant\n")

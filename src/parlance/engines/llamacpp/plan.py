@@ -21,6 +21,7 @@ from parlance.engines.llamacpp.template import ChatTemplate
 from parlance.engines.llamacpp.tool_prompt import (
     tool_schemas,
     with_builtin_tools,
+    with_system_word,
     with_tools_described,
 )
 from parlance.engines.parsing.syntax import (
@@ -51,6 +52,10 @@ def render_chat(template: ChatTemplate, request: GenerationRequest,
 def _render(template: ChatTemplate, request: GenerationRequest,
             messages: tuple[Message, ...]) -> str:
     extra = _reasoning_switch(template, request)
+    flags = template.format.thinking_flags
+    if flags and request.reasoning is not None:  # Nemotron's `/think`, `/no_think`
+        off = request.reasoning.effort is ReasoningEffort.NONE
+        messages = with_system_word(messages, flags[1] if off else flags[0])
     tools = request.callable_tools
     has_tool_turns = any(m.tool_calls or m.role == "tool" for m in messages)
     if template.supports_tools:
@@ -73,6 +78,8 @@ def _reasoning_switch(template: ChatTemplate, request: GenerationRequest) -> dic
     off = effort is ReasoningEffort.NONE
     if switch == "enable_thinking":
         return {"enable_thinking": not off}
+    if switch == "flags":  # a word in the system message (`_render` writes it)
+        return {}
     if switch == "thinking":  # DeepSeek V3.1
         return {"thinking": not off}
     if switch == "reasoning_effort" and not off:

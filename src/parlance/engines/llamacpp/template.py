@@ -126,7 +126,7 @@ class ChatTemplate:
                        else format_for_template(self.source))
         self.tool_syntax = self.format.syntax
         self.reasoning = self.format.reasoning or reasoning_for_template(self.source)
-        self.thinking_switch = next(
+        self.thinking_switch = "flags" if self.format.thinking_flags else next(
             (name for name in ("enable_thinking", "reasoning_effort", "thinking")
              if name in self.source and (name != "thinking" or self.format.thinking_switch
                                          == "thinking")), None)

@@ -131,3 +131,14 @@ def with_tools_described(messages: Sequence[Message], tools: Sequence[ToolSpec],
     else:
         out.insert(0, Message("system", prompt))
     return out
+
+
+def with_system_word(messages: Sequence[Message], word: str) -> tuple[Message, ...]:
+    """The conversation with `word` ending its system message (one made when there is
+    none): how Nemotron's template is told to think or not."""
+    out = list(messages)
+    if out and out[0].role in ("system", "developer"):
+        out[0] = replace(out[0], content=f"{out[0].content}\n{word}".lstrip("\n"))
+    else:
+        out.insert(0, Message("system", word))
+    return tuple(out)

@@ -65,6 +65,9 @@ class ChatFormat:
     # history: the template renders no `tool_calls` (LFM2), so earlier calls are written
     # into the assistant's content in the family's markup, as llama.cpp's handler does
     calls_in_content: bool = False
+    # thinking turned on / off by a word in the system message (Nemotron's `/think`,
+    # `/no_think`), not by a template variable
+    thinking_flags: tuple[str, str] | None = None
 
 
 # DeepSeek ends a turn at `<｜end▁of▁sentence｜>`; a turn header it writes (a random or
@@ -78,10 +81,11 @@ _FAMILIES_2: tuple[ChatFormat, ...] = (
     ChatFormat("gemma4", "Gemma 4", ("<|tool_call>",), GEMMA4, reasoning=GEMMA4_THOUGHT,
                markup=("<|channel>", "<channel|>"), stops=("<turn|>", "<|tool_response>")),
     ChatFormat("phi4", "Phi-4-mini", ("<|/tool_call|>",), PHI4, stops=("<|end|>",)),
-    ChatFormat("lfm2", "LFM2 (Python calls)", ("<|tool_list_start|>",), LFM2, reasoning=THINK,
+    # LFM2.5-8B-A1B thinks in `<think>` (its template names it); LFM2 does not
+    ChatFormat("lfm2", "LFM2 (Python calls)", ("<|tool_list_start|>",), LFM2,
                stops=("<|im_end|>",), calls_in_content=True),
     ChatFormat("nemotron_v2", "Nemotron Nano v2", ("<TOOLCALL>",), NEMOTRON_V2,
-               reasoning=THINK, stops=("<SPECIAL_12>",)),
+               reasoning=THINK, stops=("<SPECIAL_12>",), thinking_flags=("/think", "/no_think")),
     ChatFormat("apertus", "Apertus", ("<|tools_prefix|>",), APERTUS, reasoning=APERTUS_INNER,
                stops=("<|assistant_end|>", "<|tools_suffix|>")),
 )
@@ -173,7 +177,9 @@ def family_table() -> list[dict[str, str]]:
             "tools": (f"`{entry.syntax.open}`" if entry.native_tools
                       else "built-in prompt (Hermes markup)"),
             "forced calls": "in its own markup" if entry.native_tools else "Hermes markup",
-            "thinking switch": entry.thinking_switch or "from the template",
+            "thinking switch": (f"`{entry.thinking_flags[0]}` / `{entry.thinking_flags[1]}` "
+                                "in the system message" if entry.thinking_flags
+                                else entry.thinking_switch or "from the template"),
         })
     return rows
 
