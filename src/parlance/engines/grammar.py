@@ -27,6 +27,7 @@ import llguidance
 from parlance.core.errors import InvalidRequest
 from parlance.core.request import GenerationRequest
 from parlance.core.tools import InputGrammar, ToolSpec
+from parlance.engines.grammar_pythonic import pythonic_call
 from parlance.engines.parsing.syntax import SPECIAL_MARKERS, SYNTAXES, Tagged, ToolSyntax
 
 # `lenient`: keywords llguidance does not implement (`propertyNames`, as in one of Claude
@@ -271,7 +272,9 @@ class _Calls:
                 self.rules += self._freeform(i, tool, syntax, literal)
                 continue
             calls.append(f"call_{i}")
-            if syntax.tagged is not None:
+            if syntax.region == "pythonic":
+                self.rules += pythonic_call(i, tool, _json_rule)
+            elif syntax.tagged is not None:
                 self.rules += _tagged_call(i, tool, syntax.tagged, literal)
             else:
                 self.rules.append(f"call_{i}: {_json_call(tool, syntax)}")
@@ -305,8 +308,12 @@ def _json_call(tool: ToolSpec, syntax: ToolSyntax) -> str:
     `%json` of their own: the tool's schema stays the root of its document, so its
     `$ref`s (`#/$defs/…`, `#/definitions/…`, `#` itself) point where the client meant
     rather than into a wrapper around it."""
-    opening = f'{{"name": {json.dumps(tool.name, ensure_ascii=False)}, "{syntax.args_key}": '
-    return f"{quoted(opening)} {_json_rule(tool.parameters)} {quoted('}')}"
+    name = json.dumps(tool.name, ensure_ascii=False)
+    opening = f'"{syntax.name_key}": {name}, "{syntax.args_key}": '
+    if syntax.id_key:  # Command R7B: `{"tool_call_id": "0", "tool_name": …, "parameters": …}`
+        head = f'{quoted("{" + json.dumps(syntax.id_key) + ": " + chr(34))} /[0-9]{{1,4}}/ '
+        return f"{head}{quoted(chr(34) + ', ' + opening)} {_json_rule(tool.parameters)} {quoted('}')}"
+    return f"{quoted('{' + opening)} {_json_rule(tool.parameters)} {quoted('}')}"
 
 
 def _tagged_call(i: int, tool: ToolSpec, tags: Tagged, literal: Literal) -> list[str]:

@@ -88,16 +88,12 @@ FAMILIES: dict[str, Family] = {
     "fireworks-ai-llama-3-firefunction-v2": Family(' functools[{"name": "'),
     "meetkai-functionary-medium-v3.1": Family("<function=", "<|start_header_id|>ipython"),
     "meetkai-functionary-medium-v3.2": Family(">>>", "<|start_header_id|>tool"),
+    "vllm-llama4-pythonic": Family("[get_weather(", "<|header_start|>ipython"),
 }
 
 # Where Parlance's rendering falls short of the family's rules today (issue 38): each an
 # honest failure, strict so that the fix shows.
 GAPS: dict[tuple[str, str], str] = {
-    **{("fireworks-ai-llama-3-firefunction-v2", shape): (
-        "FireFunction v2's template reads `functions` and `datetime`, which llama.cpp "
-        "passes and Parlance does not yet")
-       for shape in ("system", "multi_turn", "one_call", "two_calls", "after_call",
-                     "reasoning_before_call")},
     **{(name, shape): (
         "the template writes no native tools, so Parlance falls back to its Hermes prompt "
         "and spells calls as <tool_call> text instead of the template's own "
@@ -108,7 +104,7 @@ GAPS: dict[tuple[str, str], str] = {
     **{(name, shape): (
         "the template renders no `tool_calls`: the family writes calls in the content "
         "(llama.cpp's handler puts them there), so an earlier call is lost from history")
-       for name in ("LFM2-8B-A1B", "ibm-granite-granite-3.3-2B-Instruct")
+       for name in ("LFM2-8B-A1B",)
        for shape in ("one_call", "two_calls", "after_call", "reasoning_before_call")},
     ("mistralai-Ministral-3-14B-Reasoning-2512", "reasoning_before_call"): (
         "the template reads reasoning as a `thinking` content chunk, which Parlance "

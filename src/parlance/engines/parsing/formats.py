@@ -17,6 +17,14 @@ import logging
 from dataclasses import dataclass
 
 from parlance.engines.parsing.syntax import (
+    COMMAND_R7B,
+    COMMAND_R7B_MARKUP,
+    COMMAND_R7B_THINK,
+    FIREFUNCTION_V2,
+    FUNCTIONARY_V31,
+    GRANITE,
+    GRANITE_MARKUP,
+    LLAMA4_PYTHONIC,
     DEEPSEEK_R1,
     DEEPSEEK_V31,
     GLM45,
@@ -79,9 +87,25 @@ FORMATS: tuple[ChatFormat, ...] = (
     ChatFormat("magistral", "Magistral, Ministral reasoning ([THINK])",
                ("[THINK]", "[TOOL_CALLS]"), MISTRAL, reasoning=MISTRAL_THINK),
     ChatFormat("mistral_nemo", "Mistral Nemo, Small, Devstral", ("[TOOL_CALLS]",), MISTRAL),
+    # -- Llama 4 pythonic, FireFunction v2, Functionary v3.1, Command R7B, Granite --
+    ChatFormat("functionary_v3_1", "Functionary v3.1 (Llama 3.1)", ("<function=", "ipython"),
+               FUNCTIONARY_V31, stops=("<|eom_id|>", "<|eot_id|>")),
+    ChatFormat("firefunction_v2", "FireFunction v2", (" functools[",), FIREFUNCTION_V2,
+               stops=("<|eot_id|>",)),
+    ChatFormat("llama4_pythonic", "Llama 4 (pythonic calls)", ("<|header_start|>", "[func_name1("),
+               LLAMA4_PYTHONIC, stops=("<|eot|>", "<|eom|>")),
+    ChatFormat("command_r7b", "Command R7B", ("<|START_ACTION|>",), COMMAND_R7B,
+               reasoning=COMMAND_R7B_THINK, markup=COMMAND_R7B_MARKUP,
+               stops=("<|END_OF_TURN_TOKEN|>",)),
+    ChatFormat("granite", "Granite 3.x", ("<|start_of_role|>", "<|tool_call|>"), GRANITE,
+               reasoning=THINK, markup=GRANITE_MARKUP, stops=("<|end_of_text|>",),
+               thinking_switch="thinking"),
+    ChatFormat("granite_4", "Granite 4.0", ("<|start_of_role|>", "<tool_call>"), HERMES,
+               stops=("<|end_of_text|>",)),
     ChatFormat("hermes", "Hermes 2 Pro, Qwen 2.5, Qwen3, QwQ", ("<tool_call>",), HERMES,
                stops=("<|im_end|>",)),
-    ChatFormat("llama3_json", "Llama 3.1, 3.2, 3.3 (JSON calls)", ("<|python_tag|>",),
+    ChatFormat("llama3_json", "Llama 3.1, 3.2, 3.3 (JSON calls, builtin tools)",
+               ("<|python_tag|>",),
                LLAMA3_JSON, stops=("<|eom_id|>", "<|eot_id|>")),
 )
 # A template that teaches no call syntax of its own (Gemma 3, SmolLM2): Parlance's

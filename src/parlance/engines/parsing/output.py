@@ -17,6 +17,8 @@ from typing import Any
 
 from parlance.core.events import Event, FinishReason, ReasoningDelta, TextDelta, ToolCallStart
 from parlance.engines.parsing.calls import CallStream
+from parlance.engines.parsing.python_tag import PythonTagStream
+from parlance.engines.parsing.pythonic import PythonicCallStream
 from parlance.engines.parsing.repeats import RepeatFilter
 from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
 from parlance.engines.parsing.tagged import TaggedCallStream
@@ -53,7 +55,8 @@ class OutputParser:
         self._buf = ""
         self._strip = self.mode is Mode.REASONING  # drop whitespace right after a marker
         self._output_started = False  # any non-whitespace content emitted yet
-        self._region: CallStream | TaggedCallStream | None = None
+        self._region: (CallStream | TaggedCallStream | PythonicCallStream | PythonTagStream
+                       | None) = None
         self._region_open = ""
         self._repeats = RepeatFilter()
         self._next_call = 0  # the call index the next region's calls start from
@@ -135,6 +138,14 @@ class OutputParser:
                 self._buf = stripped
                 self._open_region("")
                 return True
+        if syntax and syntax.region == "pythonic" and not self._output_started:
+            stripped = self._buf.lstrip()
+            if not stripped:
+                return False
+            if stripped[0] == "[":  # a list of calls that starts the output
+                self._buf = stripped
+                self._open_region("")
+                return True
         text, marker = self._take_until(self._markers())
         self._content(text, out)
         if marker is None:
@@ -188,7 +199,13 @@ class OutputParser:
     def _open_region(self, marker: str) -> None:
         known = self._tool_names if not marker else None  # bare JSON must name a tool
         tags = self._syntax.tagged if self._syntax else None
-        if tags is not None:
+        region = self._syntax.region if self._syntax else ""
+        if region == "pythonic":
+            self._region = PythonicCallStream(self.index, self._next_call, known)
+        elif region == "python_tag" and marker:
+            self._region = PythonTagStream(self.index, self._next_call, self._tool_names,
+                                           self._freeform)
+        elif tags is not None:
             self._region = TaggedCallStream(tags, self.index, self._next_call,
                                             self._tool_names or None, self._schemas)
         else:
