@@ -96,6 +96,8 @@ def build_plan(
 ) -> GuidePlan | None:
     tools = request.callable_tools
     syntax = (template.tool_syntax if template.supports_tools else HERMES) if tools else None
+    if template.tool_syntax.region == "recipient":  # Functionary v3.2 answers `all\n…`
+        syntax = template.tool_syntax
     reasoning = template.reasoning
     fmt = request.response_format
     grammar.check_schemas(request)

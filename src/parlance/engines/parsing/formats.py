@@ -22,6 +22,7 @@ from parlance.engines.parsing.syntax import (
     COMMAND_R7B_THINK,
     FIREFUNCTION_V2,
     FUNCTIONARY_V31,
+    FUNCTIONARY_V32,
     GRANITE,
     GRANITE_MARKUP,
     LLAMA4_PYTHONIC,
@@ -90,6 +91,8 @@ FORMATS: tuple[ChatFormat, ...] = (
     # -- Llama 4 pythonic, FireFunction v2, Functionary v3.1, Command R7B, Granite --
     ChatFormat("functionary_v3_1", "Functionary v3.1 (Llama 3.1)", ("<function=", "ipython"),
                FUNCTIONARY_V31, stops=("<|eom_id|>", "<|eot_id|>")),
+    ChatFormat("functionary_v3_2", "Functionary v3.2", (">>>all",), FUNCTIONARY_V32,
+               stops=("<|eom_id|>", "<|eot_id|>")),
     ChatFormat("firefunction_v2", "FireFunction v2", (" functools[",), FIREFUNCTION_V2,
                stops=("<|eot_id|>",)),
     ChatFormat("llama4_pythonic", "Llama 4 (pythonic calls)", ("<|header_start|>", "[func_name1("),

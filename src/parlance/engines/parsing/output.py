@@ -19,6 +19,7 @@ from parlance.core.events import Event, FinishReason, ReasoningDelta, TextDelta,
 from parlance.engines.parsing.calls import CallStream
 from parlance.engines.parsing.python_tag import PythonTagStream
 from parlance.engines.parsing.pythonic import PythonicCallStream
+from parlance.engines.parsing.recipient import RecipientStream
 from parlance.engines.parsing.repeats import RepeatFilter
 from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
 from parlance.engines.parsing.tagged import TaggedCallStream
@@ -56,12 +57,14 @@ class OutputParser:
         self._strip = self.mode is Mode.REASONING  # drop whitespace right after a marker
         self._output_started = False  # any non-whitespace content emitted yet
         self._region: (CallStream | TaggedCallStream | PythonicCallStream | PythonTagStream
-                       | None) = None
+                       | RecipientStream | None) = None
         self._region_open = ""
         self._repeats = RepeatFilter()
         self._next_call = 0  # the call index the next region's calls start from
         self.calls = 0  # tool calls started so far (repeats dropped)
         self._final = False  # the output ended: no marker is still coming
+        if syntax and syntax.region == "recipient":  # the prompt wrote the first `>>>`
+            self._open_region("")
 
     @property
     def called(self) -> bool:
@@ -200,7 +203,9 @@ class OutputParser:
         known = self._tool_names if not marker else None  # bare JSON must name a tool
         tags = self._syntax.tagged if self._syntax else None
         region = self._syntax.region if self._syntax else ""
-        if region == "pythonic":
+        if region == "recipient":
+            self._region = RecipientStream(self.index, self._next_call, self._tool_names)
+        elif region == "pythonic":
             self._region = PythonicCallStream(self.index, self._next_call, known)
         elif region == "python_tag" and marker:
             self._region = PythonTagStream(self.index, self._next_call, self._tool_names,

@@ -37,8 +37,9 @@ class ToolSyntax:
     list_close: str = ""
     tagged: Tagged | None = None  # the call's own tags (tagged.py), instead of JSON
     # the region's own reader instead of JSON calls: "pythonic" (`[f(a=1), g()]`,
-    # pythonic.py; a region also opens at a '[' that starts the output) or "python_tag"
-    # (after Llama 3's `<|python_tag|>`: JSON, a builtin `name.call(k=v)` or raw code)
+    # pythonic.py; a region also opens at a '[' that starts the output), "python_tag"
+    # (after Llama 3's `<|python_tag|>`: JSON, a builtin `name.call(k=v)` or raw code) or
+    # "recipient" (Functionary v3.2: the whole output, recipient.py)
     region: str = ""
     name_key: str = "name"  # the key a JSON call names its tool under (forced layout)
     id_key: str = ""  # a key a JSON call numbers itself under first (Command R7B)
@@ -151,6 +152,12 @@ COMMAND_R7B = ToolSyntax("command_r7b", "<|START_ACTION|>", "<|END_ACTION|>", "p
 GRANITE = ToolSyntax("granite", "<|tool_call|>", None, "arguments",
                      list_open="<|tool_call|>[", list_sep=", ", list_close="]")
 
+# Functionary v3.2: `>>>NAME\n{…}` one after another; `>>>all\n` is text for the user.
+# The generation prompt ends with the first `>>>` (recipient.py).
+FUNCTIONARY_V32 = ToolSyntax(
+    "functionary_v3_2", ">>>", None, "arguments", list_sep=">>>", region="recipient",
+    tagged=Tagged("", ("\n",), "", after_name="\n"))
+
 # Markers that are one special token in their family's vocabulary (a grammar spells them
 # by token id, and the engine spells them in the text it parses).
 SPECIAL_MARKERS = ("<|channel|>", "<|constrain|>", "<|message|>", "<|call|>", "<|start|>",
@@ -167,7 +174,7 @@ SPECIAL_MARKERS = ("<|channel|>", "<|constrain|>", "<|message|>", "<|call|>", "<
 SYNTAXES = {s.name: s for s in (HERMES, MISTRAL, LLAMA3_JSON, QWEN3_CODER, SEED_OSS, MINIMAX_M2,
                                 GLM45, DEEPSEEK_R1, DEEPSEEK_V31, KIMI_K2, HARMONY,
                                 LLAMA4_PYTHONIC, FIREFUNCTION_V2, FUNCTIONARY_V31, COMMAND_R7B,
-                                GRANITE)}
+                                GRANITE, FUNCTIONARY_V32)}
 
 
 @dataclass(frozen=True, slots=True)
