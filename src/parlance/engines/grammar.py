@@ -310,10 +310,12 @@ def _json_call(tool: ToolSpec, syntax: ToolSyntax) -> str:
     rather than into a wrapper around it."""
     name = json.dumps(tool.name, ensure_ascii=False)
     opening = f'"{syntax.name_key}": {name}, "{syntax.args_key}": '
+    args = f"{_json_rule(tool.parameters)} {quoted('}')}"
     if syntax.id_key:  # Command R7B: `{"tool_call_id": "0", "tool_name": …, "parameters": …}`
-        head = f'{quoted("{" + json.dumps(syntax.id_key) + ": " + chr(34))} /[0-9]{{1,4}}/ '
-        return f"{head}{quoted(chr(34) + ', ' + opening)} {_json_rule(tool.parameters)} {quoted('}')}"
-    return f"{quoted('{' + opening)} {_json_rule(tool.parameters)} {quoted('}')}"
+        number = quoted('{"' + syntax.id_key + '": "') + " /[0-9]{1,4}/ "
+        rest = quoted('", ' + opening)
+        return f"{number}{rest} {args}"
+    return f"{quoted('{' + opening)} {args}"
 
 
 def _tagged_call(i: int, tool: ToolSpec, tags: Tagged, literal: Literal) -> list[str]:

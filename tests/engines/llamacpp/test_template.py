@@ -241,3 +241,37 @@ def test_a_template_that_raises_a_python_error_is_a_clear_refusal():
     with pytest.raises(InvalidRequest, match="could not render") as refused:
         template.render([Message("user", "hi")])
     assert refused.value.param == "messages"
+
+
+def test_llama3_builtin_tools_are_announced_and_their_calls_written_in_their_own_form():
+    """A request offering Llama 3.1's builtin tools by name passes them to the template
+    as `builtin_tools` (as llama.cpp does): it announces them, and writes an earlier
+    call of one back as `<|python_tag|>name.call(…)`, the form the model writes."""
+    search = ToolSpec("brave_search", "Web search",
+                      {"type": "object", "properties": {"query": {"type": "string"}}})
+    messages = [Message("user", "News?"),
+                Message("assistant", "", tool_calls=(
+                    ToolCall("call_1", "brave_search", '{"query": "news today"}'),)),
+                Message("tool", "Nothing new.", tool_call_id="call_1")]
+    request = GenerationRequest(model="m", prompts=(ChatInput(tuple(messages)),),
+                                tools=(search, *TOOLS))
+    text = render_chat(template_of("meta-llama-Llama-3.1-8B-Instruct"), request,
+                       tuple(messages))
+    assert "Tools: brave_search" in text
+    assert '<|python_tag|>brave_search.call(query="news today")' in text
+    plain = render("meta-llama-Llama-3.1-8B-Instruct", [Message("user", "News?")])
+    assert "Tools: " not in plain
+
+
+def test_firefunction_v2_gets_its_functions_and_the_date():
+    text = render("fireworks-ai-llama-3-firefunction-v2", [Message("user", "Hi")])
+    assert '"name": "get_weather"' in text and '"name": "get_time"' in text
+    assert "Today is " in text
+
+
+def test_granite_writes_an_earlier_call_as_the_model_wrote_it():
+    text = render("ibm-granite-granite-3.3-2B-Instruct",
+                  [Message("user", "Weather in Paris?"),
+                   Message("assistant", "", tool_calls=(WEATHER,)),
+                   Message("tool", '{"temp": 21}', tool_call_id="call_1")])
+    assert '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]' in text

@@ -104,8 +104,8 @@ class PythonicCallStream:
         if self._state in ("key", "value"):
             events.append(self._args("}" if self._params else "{}"))
             events.append(self._end())
-        if not self.emitted and not cut and self._raw.strip(_WS):
-            return [], self._raw
+        if not self.emitted and self._raw.strip(_WS) and (not cut or self._state == "junk"):
+            return [], self._raw  # no call after all (a call cut in its name is dropped)
         return events, ""
 
     def _step(self, events: list[Event]) -> bool:
