@@ -24,6 +24,7 @@ from parlance.engines.parsing.syntax import (
     COMMAND_R7B,
     FIREFUNCTION_V2,
     GRANITE,
+    LLAMA3_JSON,
     LLAMA4_PYTHONIC,
     ToolSyntax,
 )
@@ -123,3 +124,21 @@ def test_optional_pythonic_keywords_come_at_most_once_each():
         assert accepts(source, text), text
     for text in ("[f(a=1, a=2)]", "[f(b=2, a=1)]", "[f(a=1,)]"):
         assert not accepts(source, text), text
+
+
+def test_a_forced_llama3_builtin_call_is_written_as_the_model_was_trained_to():
+    """Llama 3.1 calls its builtin tools as `<|python_tag|>name.call(key=value)` (what
+    llama.cpp's grammar forces too); other tools stay JSON."""
+    search = ToolSpec("brave_search", "Web search",
+                      {"type": "object", "properties": {"query": {"type": "string"}},
+                       "required": ["query"]})
+    source = grammar.forced_calls_grammar([search, TOOLS[0]], LLAMA3_JSON, parallel=False)
+    text = '<|python_tag|>brave_search.call(query="news (today)")'
+    assert accepts(source, text)
+    assert not accepts(source, '{"name": "brave_search", "parameters": {"query": "news"}}')
+    assert accepts(source, '{"name": "get_weather", "parameters": {"city": "Oslo", "days": 2}}')
+    parser = OutputParser(0, syntax=LLAMA3_JSON, tool_names=frozenset({"brave_search"}))
+    events = parser.push(text) + parser.finish()
+    assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["brave_search"]
+    args = "".join(e.fragment for e in events if isinstance(e, ToolCallArgs))
+    assert json.loads(args) == {"query": "news (today)"}

@@ -28,6 +28,7 @@ from parlance.core.errors import InvalidRequest
 from parlance.core.request import GenerationRequest
 from parlance.core.tools import InputGrammar, ToolSpec
 from parlance.engines.grammar_pythonic import pythonic_call
+from parlance.engines.parsing.python_tag import BUILTIN_TOOLS
 from parlance.engines.parsing.syntax import SPECIAL_MARKERS, SYNTAXES, Tagged, ToolSyntax
 
 # `lenient`: keywords llguidance does not implement (`propertyNames`, as in one of Claude
@@ -274,6 +275,9 @@ class _Calls:
             calls.append(f"call_{i}")
             if syntax.region == "pythonic":
                 self.rules += pythonic_call(i, tool, _json_rule)
+            elif syntax.region == "python_tag" and tool.name in BUILTIN_TOOLS:
+                head = f"{literal(syntax.open)} {quoted(tool.name + '.call(')}"
+                self.rules += pythonic_call(i, tool, _json_rule, head)
             elif syntax.tagged is not None:
                 self.rules += _tagged_call(i, tool, syntax.tagged, literal)
             else:

@@ -1,4 +1,5 @@
-"""A forced call in pythonic markup (Llama 4's `get_weather(city="Paris")`): the name,
+"""A forced call in pythonic markup (Llama 4's `get_weather(city="Paris")`, Llama 3's
+builtin `<|python_tag|>brave_search.call(query="…")`): the name,
 then one `key=value` per property of the tool's schema (required ones always, in the
 schema's order, then the optional ones, each at most once), each value a `%json` of its
 own property schema (a JSON value reads as the Python literal it also is; the parser
@@ -15,10 +16,12 @@ from parlance.core.tools import ToolSpec
 _ANY_KEY = "/[A-Za-z_][A-Za-z0-9_]*/"
 
 
-def pythonic_call(i: int, tool: ToolSpec, json_rule: Callable[[Any], str]) -> list[str]:
+def pythonic_call(i: int, tool: ToolSpec, json_rule: Callable[[Any], str],
+                  head: str | None = None) -> list[str]:
+    """`head`: what opens the call, in Lark (`name(` by default)."""
     schema = tool.parameters if isinstance(tool.parameters, dict) else {}
     props = schema.get("properties")
-    head = json.dumps(tool.name + "(")
+    head = head or json.dumps(tool.name + "(")
     if not isinstance(props, dict) or not props:
         pair = f'{_ANY_KEY} "=" {json_rule({})}'
         return [f"kv_{i}: {pair}", f'call_{i}: {head} (kv_{i} (", " kv_{i})*)? ")"']

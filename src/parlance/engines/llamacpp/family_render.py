@@ -20,10 +20,9 @@ from typing import Any
 from parlance.core.messages import Message
 from parlance.core.tools import ToolSpec
 from parlance.engines.llamacpp.tool_prompt import tool_schemas
+from parlance.engines.parsing.python_tag import BUILTIN_TOOLS
 
-# Llama 3.1's builtin tools (llama-stack's names; web_search is brave_search's alias).
-LLAMA_BUILTIN_TOOLS = ("brave_search", "web_search", "wolfram_alpha", "code_interpreter",
-                       "python")
+LLAMA_BUILTIN_TOOLS = BUILTIN_TOOLS
 
 
 def template_vars(fmt: str, tools: Sequence[ToolSpec]) -> dict[str, Any]:

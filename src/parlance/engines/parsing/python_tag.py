@@ -16,6 +16,9 @@ from parlance.engines.parsing.pythonic import PythonicCallStream
 _BUILTIN = re.compile(r"[A-Za-z_]\w*\.call\s*\(")
 _BUILTIN_PREFIX = re.compile(r"[A-Za-z_]\w*(\.(c(a(l(l\s*)?)?)?)?)?")
 CODE_TOOLS = ("python", "code_interpreter")
+# Llama 3.1's builtin tools (llama-stack's names; web_search is brave_search's alias):
+# the model calls them as `<|python_tag|>name.call(key=value)`.
+BUILTIN_TOOLS = ("brave_search", "web_search", "wolfram_alpha", *CODE_TOOLS)
 
 
 class PythonTagStream:
