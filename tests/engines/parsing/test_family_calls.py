@@ -119,3 +119,12 @@ def test_command_r7b_and_granite_answer_wrappers_are_never_content():
     assert content(events).strip() == "Hi!"
     events = run(parser("granite"), *"<think>hm</think><response>Hi!</response>")
     assert content(events).strip() == "Hi!"
+
+
+def test_functionary_v31_python_tag_is_code_and_function_tags_are_calls():
+    p = parser("functionary_v3_1", "get_weather", "python")
+    events = run(p, *'<function=get_weather>{"city": "Oslo"}</function>'
+                 "<|python_tag|>print('hey')\nprint(1)")
+    assert calls(events) == [("get_weather", {"city": "Oslo"}),
+                             ("python", {"code": "print('hey')\nprint(1)"})]
+    assert content(events) == ""

@@ -173,7 +173,7 @@ def _spelled(template: ChatTemplate, reasoning: ReasoningMarkers | None,
     if reasoning is not None:
         markers |= {reasoning.open, reasoning.close}
     if syntax is not None:
-        markers |= {m for m in (syntax.open, syntax.close) if m}
+        markers |= {m for m in (syntax.open, syntax.close, syntax.code_open) if m}
         if syntax.tagged is not None:
             written = repr(syntax.tagged)
             markers |= {m for m in SPECIAL_MARKERS if m in written}

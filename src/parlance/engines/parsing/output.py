@@ -129,6 +129,8 @@ class OutputParser:
             found.append(self._reasoning.open)
         if self._syntax:
             found.append(self._syntax.open)
+            if self._syntax.code_open:
+                found.append(self._syntax.code_open)
         return found + list(self._markup)
 
     def _in_content(self, out: list[Event]) -> bool:
@@ -171,6 +173,9 @@ class OutputParser:
 
     def _in_calls(self, out: list[Event]) -> bool:
         close = self._syntax.close if self._syntax else None
+        code_open = self._syntax.code_open if self._syntax else ""
+        if code_open and self._region_open == code_open:
+            close = None  # code runs to the end of the output
         text, found = self._take_until([close]) if close else (self._buf, None)
         if close is None:
             self._buf = ""
@@ -203,11 +208,12 @@ class OutputParser:
         known = self._tool_names if not marker else None  # bare JSON must name a tool
         tags = self._syntax.tagged if self._syntax else None
         region = self._syntax.region if self._syntax else ""
+        code_open = self._syntax.code_open if self._syntax else ""
         if region == "recipient":
             self._region = RecipientStream(self.index, self._next_call, self._tool_names)
         elif region == "pythonic":
             self._region = PythonicCallStream(self.index, self._next_call, known)
-        elif region == "python_tag" and marker:
+        elif marker and (region == "python_tag" or marker == code_open):
             self._region = PythonTagStream(self.index, self._next_call, self._tool_names,
                                            self._freeform)
         elif tags is not None:

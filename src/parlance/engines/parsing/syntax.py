@@ -41,6 +41,7 @@ class ToolSyntax:
     # (after Llama 3's `<|python_tag|>`: JSON, a builtin `name.call(k=v)` or raw code) or
     # "recipient" (Functionary v3.2: the whole output, recipient.py)
     region: str = ""
+    code_open: str = ""  # also opens a region to the end, read as after `<|python_tag|>`
     name_key: str = "name"  # the key a JSON call names its tool under (forced layout)
     id_key: str = ""  # a key a JSON call numbers itself under first (Command R7B)
 
@@ -138,10 +139,11 @@ LLAMA4_PYTHONIC = ToolSyntax("llama4_pythonic", "<|python_start|>", "<|python_en
 FIREFUNCTION_V2 = ToolSyntax("firefunction_v2", "functools[", None, "arguments",
                              list_open=" functools[", list_sep=", ", list_close="]")
 # Functionary v3.1 (Llama 3.1 based): `<function=NAME>{…}</function>`, one call a tag.
+# `<|python_tag|>` then raw code calls the python tool, as in Llama 3.1.
 FUNCTIONARY_V31 = ToolSyntax(
     "functionary_v3_1", "<function=", "</function>", "arguments",
     tagged=Tagged("", (">",), "", before_name="<function=", after_name=">",
-                  after_args="</function>"))
+                  after_args="</function>"), code_open="<|python_tag|>")
 # Command R7B: `<|START_ACTION|>[{"tool_call_id": "0", "tool_name": …, "parameters": …}]
 # <|END_ACTION|>`.
 COMMAND_R7B = ToolSyntax("command_r7b", "<|START_ACTION|>", "<|END_ACTION|>", "parameters",
