@@ -128,3 +128,11 @@ def test_functionary_v31_python_tag_is_code_and_function_tags_are_calls():
     assert calls(events) == [("get_weather", {"city": "Oslo"}),
                              ("python", {"code": "print('hey')\nprint(1)"})]
     assert content(events) == ""
+
+
+def test_a_list_that_is_no_call_streams_as_content_at_once():
+    p = parser("llama4_pythonic", "get_weather")
+    assert content(p.push("[1]")) == "[1]"
+    assert content(p.push(" and more")) == " and more"
+    link = parser("llama4_pythonic", "get_weather")
+    assert content(link.push("[the docs](https://x.y) say")) == "[the docs](https://x.y) say"

@@ -180,9 +180,10 @@ class OutputParser:
         if close is None:
             self._buf = ""
         self._feed_region(text, out)
-        if found is None:
+        abandoned = isinstance(self._region, PythonicCallStream) and self._region.abandoned
+        if found is None and not abandoned:
             return False
-        self._close_region(out, found)
+        self._close_region(out, found)  # (a list that is no call is content at once)
         return True
 
     def _take_until(self, markers: list[str]) -> tuple[str, str | None]:

@@ -88,6 +88,11 @@ class PythonicCallStream:
         self._value_end = _ValueEnd()
         self.emitted = False
 
+    @property
+    def abandoned(self) -> bool:
+        """The region is no call after all (nothing was called): its text is content."""
+        return self._state == "junk" and not self.emitted
+
     def push(self, text: str) -> list[Event]:
         self._raw += text
         self._buf += text
