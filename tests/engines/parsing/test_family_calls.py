@@ -136,3 +136,10 @@ def test_a_list_that_is_no_call_streams_as_content_at_once():
     assert content(p.push(" and more")) == " and more"
     link = parser("llama4_pythonic", "get_weather")
     assert content(link.push("[the docs](https://x.y) say")) == "[the docs](https://x.y) say"
+
+
+def test_functionary_v32_structured_output_has_no_recipient_line_and_is_content():
+    for pieces in (['{"city": "Oslo"}'], list('{"city": "Oslo"}')):
+        events = run(parser("functionary_v3_2", "get_weather"), *pieces)
+        assert content(events) == '{"city": "Oslo"}' and not calls(events)
+    assert content(run(parser("functionary_v3_2"), "Hi")) == "Hi"

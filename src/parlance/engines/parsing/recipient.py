@@ -7,6 +7,7 @@ as it is written, up to the next `>>>`."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 from parlance.core.events import Event, TextDelta, ToolCallArgs, ToolCallEnd, ToolCallStart
@@ -16,6 +17,7 @@ from parlance.engines.parsing.python_tag import CODE_TOOLS
 from parlance.engines.text import partial_suffix
 
 NEXT = ">>>"
+_RECIPIENT = re.compile(r"[ \t]*([A-Za-z_][\w.\-]*[ \t]*(\r?\n|$)|$)")
 _WS = " \t\r\n"
 
 
@@ -44,7 +46,7 @@ class RecipientStream:
         events: list[Event] = []
         state, rest = self._state, self._buf
         self._buf = ""
-        if state == "text":
+        if state in ("text", "name"):  # (a lone word: text for the user)
             self._text(rest, events)
         elif state == "code":
             self._code(rest.rstrip(_WS), events)
@@ -72,6 +74,9 @@ class RecipientStream:
         return self._after()
 
     def _name(self, events: list[Event]) -> bool:
+        if not _RECIPIENT.match(self._buf):  # no recipient line (structured output's JSON)
+            self._state = "text"
+            return True
         at = self._buf.find("\n")
         if at < 0:
             return False
