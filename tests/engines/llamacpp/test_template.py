@@ -16,7 +16,7 @@ import pytest
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
-from parlance.core.tools import ToolSpec
+from parlance.core.tools import ReasoningEffort, ReasoningRequest, ToolSpec
 from parlance.engines.llamacpp.plan import render_chat
 from parlance.engines.llamacpp.template import ChatTemplate
 
@@ -275,3 +275,26 @@ def test_granite_writes_an_earlier_call_as_the_model_wrote_it():
                    Message("assistant", "", tool_calls=(WEATHER,)),
                    Message("tool", '{"temp": 21}', tool_call_id="call_1")])
     assert '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]' in text
+
+
+@pytest.mark.parametrize(("name", "on", "off"), [
+    ("ibm-granite-granite-3.3-2B-Instruct", "Write your thoughts between <think></think>", None),
+    ("CohereForAI-c4ai-command-r7b-12-2024-tool_use", None,
+     "<|START_THINKING|><|END_THINKING|>"),
+])
+def test_the_thinking_switch_reaches_granite_and_command_r7b(name, on, off):
+    """Granite's template reads `thinking`, Command R7B's `enable_thinking`: a request's
+    reasoning setting turns them on and off (the words each writes when it does)."""
+    template = template_of(name)
+    messages = (Message("user", "Hi"),)
+
+    def rendered(effort: ReasoningEffort) -> str:
+        request = GenerationRequest(model="m", prompts=(ChatInput(messages),),
+                                    reasoning=ReasoningRequest(effort))
+        return render_chat(template, request, messages)
+
+    thinking, plain = rendered(ReasoningEffort.HIGH), rendered(ReasoningEffort.NONE)
+    if on is not None:
+        assert on in thinking and on not in plain
+    if off is not None:
+        assert plain.endswith(off) and not thinking.endswith(off)
