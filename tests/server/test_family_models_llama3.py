@@ -132,3 +132,26 @@ async def test_chat_completions_required_call_streamed(client):
     for marker in MARKUP:
         assert marker not in content, (marker, content)
     assert finish == "tool_calls"
+
+
+async def test_a_call_and_its_result_go_back_through_the_template(client):
+    """The second turn: the earlier call (a builtin one, which Llama 3.1's template writes
+    back as `<|python_tag|>brave_search.call(…)`) and its result render, and none of the
+    markup reaches the answer."""
+    search = {"type": "function", "function": {"name": "brave_search",
+                                               "description": "Web search",
+                                               "parameters": SEARCH}}
+    async with client:
+        response = await client.post("/v1/chat/completions", json={
+            "model": MODEL, "max_tokens": 8, "temperature": 0,
+            "tools": [*CHAT_TOOLS, search],
+            "messages": [
+                {"role": "user", "content": "The news?"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_2", "type": "function", "function": {
+                        "name": "brave_search", "arguments": '{"query": "news"}'}}]},
+                {"role": "tool", "tool_call_id": "call_2", "content": "Nothing new."}]})
+    assert response.status_code == 200, response.text
+    message = response.json()["choices"][0]["message"]
+    for marker in MARKUP:
+        assert marker not in (message.get("content") or ""), (marker, message)
