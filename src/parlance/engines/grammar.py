@@ -29,6 +29,8 @@ from parlance.core.errors import InvalidRequest
 from parlance.core.request import GenerationRequest
 from parlance.core.tools import InputGrammar, ToolSpec
 from parlance.engines.grammar_layouts import LayoutCall
+from parlance.engines.grammar_pythonic import pythonic_call
+from parlance.engines.parsing.python_tag import BUILTIN_TOOLS
 from parlance.engines.parsing.syntax import SPECIAL_MARKERS, SYNTAXES, Tagged, ToolSyntax
 
 # `lenient`: keywords llguidance does not implement (`propertyNames`, as in one of Claude
@@ -281,7 +283,12 @@ class _Calls:
                 self.rules += self._freeform(i, tool, syntax, literal)
                 continue
             calls.append(f"call_{i}")
-            if syntax.tagged is not None:
+            if syntax.region == "pythonic":
+                self.rules += pythonic_call(i, tool, _json_rule)
+            elif syntax.region == "python_tag" and tool.name in BUILTIN_TOOLS:
+                head = f"{literal(syntax.open)} {quoted(tool.name + '.call(')}"
+                self.rules += pythonic_call(i, tool, _json_rule, head)
+            elif syntax.tagged is not None:
                 self.rules += _tagged_call(i, tool, syntax.tagged, literal)
             elif syntax.layout != "json":
                 self.rules += LayoutCall(i, tool, syntax.layout, literal, _json_rule,
@@ -318,8 +325,14 @@ def _json_call(tool: ToolSpec, syntax: ToolSyntax) -> str:
     `%json` of their own: the tool's schema stays the root of its document, so its
     `$ref`s (`#/$defs/…`, `#/definitions/…`, `#` itself) point where the client meant
     rather than into a wrapper around it."""
-    opening = f'{{"name": {json.dumps(tool.name, ensure_ascii=False)}, "{syntax.args_key}": '
-    return f"{quoted(opening)} {_json_rule(tool.parameters)} {quoted('}')}"
+    name = json.dumps(tool.name, ensure_ascii=False)
+    opening = f'"{syntax.name_key}": {name}, "{syntax.args_key}": '
+    args = f"{_json_rule(tool.parameters)} {quoted('}')}"
+    if syntax.id_key:  # Command R7B: `{"tool_call_id": "0", "tool_name": …, "parameters": …}`
+        number = quoted('{"' + syntax.id_key + '": "') + " /[0-9]{1,4}/ "
+        rest = quoted('", ' + opening)
+        return f"{number}{rest} {args}"
+    return f"{quoted('{' + opening)} {args}"
 
 
 def _tagged_call(i: int, tool: ToolSpec, tags: Tagged, literal: Literal) -> list[str]:

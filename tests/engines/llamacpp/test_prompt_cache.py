@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 
 from parlance.engines.llamacpp.prompt_cache import (
     DEFAULT_RAM_CAP,
@@ -142,13 +143,17 @@ def test_the_scheduler_thread_touches_no_file(tmp_path, monkeypatch):
     cache = PromptCache(states, RamTier(1 << 20), DiskTier(tmp_path, FACTS, 1 << 20),
                         EngineMetrics())
     here, calls = threading.current_thread(), []
-    for name in ("stat", "lstat", "open", "listdir", "scandir", "utime"):
-        def watched(*args: object, _real=getattr(os, name), _name=name, **kw: object):
-            if threading.current_thread() is here:
-                calls.append(_name)
-            return _real(*args, **kw)
+    def watched(name: str) -> Callable[..., object]:
+        real = getattr(os, name)
 
-        monkeypatch.setattr(os, name, watched)
+        def call(*args: object, **kw: object) -> object:
+            if threading.current_thread() is here:
+                calls.append(name)
+            return real(*args, **kw)
+        return call
+
+    for name in ("stat", "lstat", "open", "listdir", "scandir", "utime"):
+        monkeypatch.setattr(os, name, watched(name))
     prompt, ready = [*range(30), -1], threading.Event()
     try:
         while cache.fetch(prompt, 30, 1, ready.set):  # what the scheduler's admission does

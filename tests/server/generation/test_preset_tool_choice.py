@@ -22,7 +22,10 @@ WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}}
 TOOLS = (ToolSpec("get_weather", "", WEATHER), ToolSpec("read", "", WEATHER))
 
 
-def request(*messages: Message, choice: ToolChoice = ToolChoice(),
+AUTO = ToolChoice()
+
+
+def request(*messages: Message, choice: ToolChoice = AUTO,
             tools: tuple[ToolSpec, ...] = TOOLS) -> GenerationRequest:
     return GenerationRequest(model="m", prompts=(ChatInput(messages),), tools=tools,
                              tool_choice=choice)
