@@ -31,7 +31,9 @@ def _tagged(tags: Tagged, name: str, arguments: Any) -> str:
     return f"{tags.before_name}{name}{tags.after_name}{body}{tags.after_args}"
 
 
-def _item(syntax: ToolSyntax, name: str, arguments: Any) -> str:
+def _item(syntax: ToolSyntax, name: str, arguments: Any, number: int) -> str:
+    if syntax.region == "pythonic":  # Llama 4
+        return python_call(name, arguments)
     match syntax.layout:
         case "keyed":
             return _json({name: arguments})
@@ -39,14 +41,15 @@ def _item(syntax: ToolSyntax, name: str, arguments: Any) -> str:
             return python_call(name, arguments)
         case "gemma4":
             return gemma4_call(name, arguments)
-    return _json({"name": name, syntax.args_key: arguments})
+    numbered = {syntax.id_key: str(number)} if syntax.id_key else {}  # Command R7B's
+    return _json({**numbered, syntax.name_key: name, syntax.args_key: arguments})
 
 
 def spell_calls(syntax: ToolSyntax, calls: Sequence[tuple[str, Any]]) -> str:
     """`calls` (name, arguments as a JSON value) as the model writes them, one region."""
     if syntax.tagged is not None:
         return syntax.list_sep.join(_tagged(syntax.tagged, n, a) for n, a in calls)
-    items = [_item(syntax, name, arguments) for name, arguments in calls]
+    items = [_item(syntax, name, arguments, n) for n, (name, arguments) in enumerate(calls)]
     if syntax.list_open:
         return syntax.list_open + syntax.list_sep.join(items) + syntax.list_close
     return syntax.list_sep.join(f"{syntax.item_open}{item}{syntax.item_close}"
