@@ -273,7 +273,7 @@ async def test_lmstudio_required_call_runs_the_integrations_tool(client, family,
     async with client:
         response = await client.post("/api/v1/chat", json={
             "model": MODEL, "input": "Weather in Oslo?", "tool_choice": "required",
-            "max_output_tokens": 40, "temperature": 0,
+            "max_output_tokens": 120, "temperature": 0,
             "integrations": [{"type": "ephemeral_mcp", "server_label": "weather",
                               "server_url": weather_mcp.url,
                               "allowed_tools": ["get_weather"]}]})
