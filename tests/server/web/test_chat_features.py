@@ -368,7 +368,14 @@ def test_a_pdf_is_read_up_to_its_character_bound(browser, fake_engine, tmp_path)
         browser.ready(server.base_url)
         assert attach(browser, book).strip() == ""
         chips = browser.js("return document.getElementById('attached').innerText;")
+        violations = serious_violations(browser)
+        try:
+            emulate(browser, dark=True)
+            violations += serious_violations(browser)
+        finally:
+            emulate(browser)
     assert "only 200,000 characters were read, up to page " in chips and " of 100)" in chips
+    assert violations == []  # the note, in light and dark
 
 
 def test_a_pdf_that_cannot_be_read_is_said_so(browser, fake_engine, tmp_path):

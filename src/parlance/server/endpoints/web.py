@@ -28,7 +28,8 @@ def page_files() -> PackagedFiles:
     """The page's files under `static/` (some 3 MB with the vendored highlighter, KaTeX
     and pdf.js, each read once per process on first use: every app shares them)."""
     return PackagedFiles("parlance.server.web", "static",
-                         frozenset({".html", ".js", ".mjs", ".css", ".svg", ".png", ".txt", ".woff2"}),
+                         frozenset({".html", ".js", ".mjs", ".css", ".svg", ".png", ".txt",
+                                    ".woff2"}),
                          policy=POLICY, cache="no-cache")
 
 

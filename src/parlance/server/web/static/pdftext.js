@@ -37,7 +37,10 @@ function failure(name, error) {
       + "without the password and attach that).");
   }
   const detail = error?.message ? ` (${error.message})` : "";
-  return new Error(`${name} could not be read as a PDF${detail}: it is damaged or not a PDF.`);
+  if (error?.name === "InvalidPDFException") {
+    return new Error(`${name} could not be read as a PDF${detail}: it is damaged or not a PDF.`);
+  }
+  return new Error(`${name} could not be read${detail}.`); // pdf.js failed within
 }
 
 /**
