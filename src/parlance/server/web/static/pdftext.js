@@ -76,9 +76,11 @@ export async function readPdf(file, { maxChars, maxPages = MAX_PDF_PAGES } = {})
       if (text) found += 1;
       const room = maxChars - chars;
       if (text.length > room) {
-        text = text.slice(0, Math.max(room, 0));
-        cut = `only ${maxChars.toLocaleString()} characters were read, up to page ${number} `
+        const last = room > 0 ? number : number - 1; // the page the bound falls in
+        cut = `only ${maxChars.toLocaleString()} characters were read, up to page ${last} `
           + `of ${pages}`;
+        if (room <= 0) break;
+        text = text.slice(0, room);
       }
       parts.push(`[Page ${number} of ${pages}]\n${text}`);
       chars += text.length;
