@@ -35,7 +35,8 @@ def decision(engine: LlamaCppEngine) -> d.Decision:
     context = SENTENCE
     while True:  # grow the context to about 300 prompt tokens
         request = d.score_request(d.Decision("m", context, (question,)))
-        text = engine._chat_text(request.generation.prompts[0], request.generation)
+        text = engine.preparation.chat_text(request.generation.prompts[0],
+                                            request.generation)
         if len(engine.model.tokenize(text or "", add_special=True,
                                      parse_special=True)) >= 300:
             return d.Decision("m", context, (question,))

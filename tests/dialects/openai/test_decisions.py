@@ -29,6 +29,8 @@ async def test_answers_in_the_sdk_shape(client, fake_engine):
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["model"] == "fake-model"
+    # no decision model's head is read: every answer says it is uncalibrated
+    assert response.headers["x-parlance-calibration"] == "uncalibrated"
     predicate, category, urgency, flag = body["answers"]
     assert predicate["type"] == "predicate" and predicate["name"] == "duplicate_charge"
     assert predicate["probability"] > 0.9

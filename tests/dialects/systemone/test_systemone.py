@@ -27,6 +27,8 @@ async def test_answers_in_llama_servers_shape(client, fake_engine):
     assert response.status_code == 200, response.text
     body = response.json()
     assert set(body) == {"model", "answers", "usage"}
+    # no decision model's head is read: every answer says it is uncalibrated
+    assert response.headers["x-parlance-calibration"] == "uncalibrated"
     assert set(body["usage"]) == {"input_tokens", "output_tokens"}
     assert body["usage"]["output_tokens"] == 0
     assert list(body["answers"]) == ["route", "angry", "urgency"]

@@ -4,7 +4,9 @@ lookup, saving and restoring through both tiers, reads ahead from disk, its metr
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Callable
 
 from parlance.engines.llamacpp.prompt_cache import (
     DEFAULT_RAM_CAP,
@@ -79,15 +81,18 @@ def test_the_prompt_cache_saves_a_sequence_once_and_restores_it_counting_the_tok
 
 
 class BlockedDisk(DiskTier):
-    """A disk tier whose reads wait for `go` and note the thread they ran on."""
+    """A disk tier whose reads say they began (`started`), wait for `go` and note the
+    thread they ran on."""
 
     def __init__(self, *args: object) -> None:
         super().__init__(*args)  # type: ignore[arg-type]
         self.go = threading.Event()
+        self.started = threading.Event()  # a read began
         self.read_on: list[str] = []
 
     def load(self, stub: Entry) -> Entry | None:
         self.read_on.append(threading.current_thread().name)
+        self.started.set()
         self.go.wait(30)
         return super().load(stub)
 
@@ -100,9 +105,14 @@ def test_a_prompt_waits_while_its_prefix_is_read_from_disk_on_another_thread(tmp
     states, metrics = FakeStates(), EngineMetrics()
     disk = BlockedDisk(tmp_path, FACTS, 1 << 20)
     cache = PromptCache(states, RamTier(1 << 20), disk, metrics)
-    prompt, ready = [*range(30), -1], threading.Event()
+    prompt = [*range(30), -1]
+    ready = disk.started  # set when the index is read, and when the read begins or ends
     try:
-        assert cache.fetch(prompt, 30, 1, ready.set)  # the read started: the prompt waits
+        while not disk.read_on:  # the index is read (the prompt waits), then the entry
+            assert cache.fetch(prompt, 30, 1, ready.set)
+            assert ready.wait(30)
+            ready.clear()
+        assert cache.fetch(prompt, 30, 1, ready.set)  # the read runs: the prompt waits
         assert cache.fetch(prompt, 30, 1, ready.set)  # (and is not started twice)
         disk.go.set()
         assert ready.wait(30)
@@ -121,19 +131,63 @@ def test_a_prompt_waits_while_its_prefix_is_read_from_disk_on_another_thread(tmp
         cache.close()
 
 
+def test_the_scheduler_thread_touches_no_file(tmp_path, monkeypatch):
+    """Issue 39 item 4: admission (fetch, lookup, restore, save) runs on the scheduler's
+    thread under its lock, where a file-system call that stalls (a FIFO, NFS, EIO)
+    stalls every stream. The directory is listed and read on the reader thread only."""
+    saved = entry(range(40))
+    first = DiskTier(tmp_path, FACTS, 1 << 20)
+    first.write(saved, wait=True)
+    written(first)
+    states = FakeStates()
+    cache = PromptCache(states, RamTier(1 << 20), DiskTier(tmp_path, FACTS, 1 << 20),
+                        EngineMetrics())
+    here, calls = threading.current_thread(), []
+    def watched(name: str) -> Callable[..., object]:
+        real = getattr(os, name)
+
+        def call(*args: object, **kw: object) -> object:
+            if threading.current_thread() is here:
+                calls.append(name)
+            return real(*args, **kw)
+        return call
+
+    for name in ("stat", "lstat", "open", "listdir", "scandir", "utime"):
+        monkeypatch.setattr(os, name, watched(name))
+    prompt, ready = [*range(30), -1], threading.Event()
+    try:
+        while cache.fetch(prompt, 30, 1, ready.set):  # what the scheduler's admission does
+            assert ready.wait(30)
+            ready.clear()
+        found = cache.lookup(prompt, 30)
+        assert found is not None and found.tier == "disk" and cache.restore(found, 1)
+        states.seqs[2] = bytes(100)
+        cache.save(2, list(range(100, 140)))
+        cache.fetched()
+        assert calls == []
+    finally:
+        monkeypatch.undo()
+        cache.close()
+
+
 def test_nothing_is_read_ahead_when_ram_or_a_slot_holds_as_much_or_nothing_is_reused(tmp_path):
     disk = DiskTier(tmp_path, FACTS, 1 << 20)
     disk.write(entry(range(40)), wait=True)
     written(disk)
-    disk = DiskTier(tmp_path, FACTS, 1 << 20)
+    disk = BlockedDisk(tmp_path, FACTS, 1 << 20)
+    disk.go.set()
     ram = RamTier(1 << 20)
     ram.put(entry(range(40)))
     cache = PromptCache(FakeStates(), ram, disk, EngineMetrics())
+    indexed = threading.Event()
     try:
-        assert not cache.fetch([*range(30), -1], 30, 1, lambda: None)
+        while cache.fetch([*range(30), -1], 30, 1, indexed.set):  # the index is read first
+            assert indexed.wait(30)
+            indexed.clear()
         assert not cache.fetch([*range(30), -1], 0, 1, lambda: None)  # prompt logprobs
         cache.ram.clear()
         assert not cache.fetch([*range(30), -1], 30, 31, lambda: None)  # a slot has it
+        assert disk.read_on == []
     finally:
         cache.close()
 

@@ -23,8 +23,10 @@ def test_written_entries_are_found_by_another_tier_on_the_same_directory(tmp_pat
     disk = DiskTier(tmp_path, FACTS, 1 << 20)
     disk.write(entry(range(40)), wait=True)
     assert len(written(disk)) == 1
-    later = DiskTier(tmp_path, FACTS, 1 << 20)  # a restart: the index is read on first use
+    later = DiskTier(tmp_path, FACTS, 1 << 20)  # a restart: the index is read by refresh
     try:
+        assert later.longest([*range(30), -1], limit=30) is None  # (not yet: no file read)
+        later.refresh()
         found = later.longest([*range(30), -1], limit=30)
         assert found is not None and found.length == 30 and found.tier == "disk"
         loaded = later.load(found.entry)
@@ -34,6 +36,7 @@ def test_written_entries_are_found_by_another_tier_on_the_same_directory(tmp_pat
         later.close()
     other = DiskTier(tmp_path, {**FACTS, "size": 2}, 1 << 20)  # another model file
     try:
+        other.refresh()
         assert other.longest(list(range(30)), limit=29) is None
     finally:
         other.close()
@@ -86,6 +89,7 @@ def test_the_disk_bound_evicts_the_least_recently_used_files(tmp_path):
         disk = DiskTier(tmp_path, FACTS, 2 * size + 10)
         then = time.time() - 100 + k
         os.utime(file_holding(disk, start), (then, then))
+    disk.refresh()
     used = disk.longest(list(range(100, 140)), limit=39)
     assert used is not None and disk.load(used.entry) is not None  # now the newest
     disk.write(entry(range(300, 340)), wait=True)
@@ -93,6 +97,7 @@ def test_the_disk_bound_evicts_the_least_recently_used_files(tmp_path):
     assert len(files) == 2 and sum(f.stat().st_size for f in files) <= 2 * size + 10
     survivor = DiskTier(tmp_path, FACTS, 1 << 20)
     try:
+        survivor.refresh()
         assert survivor.longest(list(range(200, 240)), limit=39) is None
         assert survivor.longest(list(range(100, 140)), limit=39) is not None
     finally:
@@ -115,6 +120,7 @@ def test_damaged_and_foreign_files_are_removed_and_never_used(tmp_path):
     stray.write_text("left alone")
     later = DiskTier(tmp_path, FACTS, 1 << 20)
     try:
+        later.refresh()
         assert later.longest(list(range(500, 540)), limit=39) is None
         assert not second.exists() and not foreign.exists() and stray.exists()
         found = later.longest(list(range(40)), limit=39)
@@ -153,8 +159,11 @@ def test_a_directory_or_fifo_by_an_entrys_name_costs_the_cache_nothing(tmp_path,
     os.mkfifo(fifo)
     later = DiskTier(tmp_path, FACTS, 1 << 20)
     found: list[object] = []
-    reader = threading.Thread(target=lambda: found.append(
-        later.longest(list(range(40)), limit=39)), daemon=True)
+    def read() -> None:
+        later.refresh()
+        found.append(later.longest(list(range(40)), limit=39))
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     reader.join(60)  # (only a bound on a hang: the FIFO's open blocked for ever)
     try:

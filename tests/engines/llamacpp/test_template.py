@@ -16,7 +16,7 @@ import pytest
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
 from parlance.core.request import ChatInput, GenerationRequest
-from parlance.core.tools import ToolSpec
+from parlance.core.tools import ReasoningEffort, ReasoningRequest, ToolSpec
 from parlance.engines.llamacpp.plan import render_chat
 from parlance.engines.llamacpp.template import ChatTemplate
 
@@ -88,32 +88,12 @@ FAMILIES: dict[str, Family] = {
     "fireworks-ai-llama-3-firefunction-v2": Family(' functools[{"name": "'),
     "meetkai-functionary-medium-v3.1": Family("<function=", "<|start_header_id|>ipython"),
     "meetkai-functionary-medium-v3.2": Family(">>>", "<|start_header_id|>tool"),
+    "vllm-llama4-pythonic": Family("[get_weather(", "<|header_start|>ipython"),
 }
 
 # Where Parlance's rendering falls short of the family's rules today (issue 38): each an
 # honest failure, strict so that the fix shows.
-GAPS: dict[tuple[str, str], str] = {
-    **{("fireworks-ai-llama-3-firefunction-v2", shape): (
-        "FireFunction v2's template reads `functions` and `datetime`, which llama.cpp "
-        "passes and Parlance does not yet")
-       for shape in ("system", "multi_turn", "one_call", "two_calls", "after_call",
-                     "reasoning_before_call")},
-    **{(name, shape): (
-        "the template writes no native tools, so Parlance falls back to its Hermes prompt "
-        "and spells calls as <tool_call> text instead of the template's own "
-        "<｜tool▁call▁begin｜> (format detection: the formats branch)")
-       for name in ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "lenml-deepseek_v3",
-                    "deepseek-ai-DeepSeek-V3.1")
-       for shape in ("one_call", "two_calls", "after_call", "reasoning_before_call")},
-    **{(name, shape): (
-        "the template renders no `tool_calls`: the family writes calls in the content "
-        "(llama.cpp's handler puts them there), so an earlier call is lost from history")
-       for name in ("LFM2-8B-A1B", "ibm-granite-granite-3.3-2B-Instruct")
-       for shape in ("one_call", "two_calls", "after_call", "reasoning_before_call")},
-    ("mistralai-Ministral-3-14B-Reasoning-2512", "reasoning_before_call"): (
-        "the template reads reasoning as a `thinking` content chunk, which Parlance "
-        "does not yet write"),
-}
+GAPS: dict[tuple[str, str], str] = {}
 
 
 @cache
@@ -245,3 +225,60 @@ def test_a_template_that_raises_a_python_error_is_a_clear_refusal():
     with pytest.raises(InvalidRequest, match="could not render") as refused:
         template.render([Message("user", "hi")])
     assert refused.value.param == "messages"
+
+
+def test_llama3_builtin_tools_are_announced_and_their_calls_written_in_their_own_form():
+    """A request offering Llama 3.1's builtin tools by name passes them to the template
+    as `builtin_tools` (as llama.cpp does): it announces them, and writes an earlier
+    call of one back as `<|python_tag|>name.call(…)`, the form the model writes."""
+    search = ToolSpec("brave_search", "Web search",
+                      {"type": "object", "properties": {"query": {"type": "string"}}})
+    messages = [Message("user", "News?"),
+                Message("assistant", "", tool_calls=(
+                    ToolCall("call_1", "brave_search", '{"query": "news today"}'),)),
+                Message("tool", "Nothing new.", tool_call_id="call_1")]
+    request = GenerationRequest(model="m", prompts=(ChatInput(tuple(messages)),),
+                                tools=(search, *TOOLS))
+    text = render_chat(template_of("meta-llama-Llama-3.1-8B-Instruct"), request,
+                       tuple(messages))
+    assert "Tools: brave_search" in text
+    assert '<|python_tag|>brave_search.call(query="news today")' in text
+    plain = render("meta-llama-Llama-3.1-8B-Instruct", [Message("user", "News?")])
+    assert "Tools: " not in plain
+
+
+def test_firefunction_v2_gets_its_functions_and_the_date():
+    text = render("fireworks-ai-llama-3-firefunction-v2", [Message("user", "Hi")])
+    assert '"name": "get_weather"' in text and '"name": "get_time"' in text
+    assert "Today is " in text
+
+
+def test_granite_writes_an_earlier_call_as_the_model_wrote_it():
+    text = render("ibm-granite-granite-3.3-2B-Instruct",
+                  [Message("user", "Weather in Paris?"),
+                   Message("assistant", "", tool_calls=(WEATHER,)),
+                   Message("tool", '{"temp": 21}', tool_call_id="call_1")])
+    assert '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]' in text
+
+
+@pytest.mark.parametrize(("name", "on", "off"), [
+    ("ibm-granite-granite-3.3-2B-Instruct", "Write your thoughts between <think></think>", None),
+    ("CohereForAI-c4ai-command-r7b-12-2024-tool_use", None,
+     "<|START_THINKING|><|END_THINKING|>"),
+])
+def test_the_thinking_switch_reaches_granite_and_command_r7b(name, on, off):
+    """Granite's template reads `thinking`, Command R7B's `enable_thinking`: a request's
+    reasoning setting turns them on and off (the words each writes when it does)."""
+    template = template_of(name)
+    messages = (Message("user", "Hi"),)
+
+    def rendered(effort: ReasoningEffort) -> str:
+        request = GenerationRequest(model="m", prompts=(ChatInput(messages),),
+                                    reasoning=ReasoningRequest(effort))
+        return render_chat(template, request, messages)
+
+    thinking, plain = rendered(ReasoningEffort.HIGH), rendered(ReasoningEffort.NONE)
+    if on is not None:
+        assert on in thinking and on not in plain
+    if off is not None:
+        assert plain.endswith(off) and not thinking.endswith(off)

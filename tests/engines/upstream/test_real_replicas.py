@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
 import signal
 import subprocess
@@ -443,3 +444,35 @@ async def test_llama_server_holds_a_forced_call_sent_as_structured_output():
             events += mapper.feed(frame)  # a broken promise would raise StreamError
     names = [e.name for e in events if type(e).__name__ == "ToolCallStart"]
     assert len(names) == 1 and names[0] in ("get_weather", "get_time")
+
+
+@pytest.mark.peers
+async def test_decisions_through_llama_server(llama):
+    """Decisions through the upstream engine in front of llama-server (SmolLM2): the
+    labels are read from the top log-probabilities its chat completions return (its
+    `n_probs`), and they agree with Parlance's own teacher forcing of the same prompts
+    (two builds of llama.cpp: close, not equal); a label of several tokens is a 501."""
+    from parlance.core import decisions as d
+
+    context = "I was charged twice for my subscription renewal and nobody answers."
+    decision = d.Decision(MODEL, context, (
+        d.predicate("Is the customer angry?"),
+        d.scale("How urgent is this?", ["low", "mid", "high"])))
+    local = d.answers(decision, (await llama.score(d.score_request(decision))).prompts)
+    body = {"model": MODEL, "input": context, "questions": [
+        {"type": "predicate", "instructions": "Is the customer angry?"},
+        {"type": "score", "instructions": "How urgent is this?",
+         "levels": [{"label": "low"}, {"label": "mid"}, {"label": "high"}]}]}
+    with llama_server() as proc:
+        async with front(url(proc)) as gw:
+            predicate, urgency = (await answer(gw.client, "/v1/decisions", body))["answers"]
+            levels = [p["probability"] for p in urgency["probabilities"]]
+            assert predicate["probability"] == pytest.approx(local[0].probabilities[0],
+                                                             abs=5e-3)
+            assert levels == pytest.approx(list(local[1].probabilities), abs=5e-3)
+            assert math.fsum(levels) == pytest.approx(1.0, abs=1e-6)
+            several = {**body, "questions": [{
+                "type": "choice", "instructions": "Which team?",
+                "choices": [{"value": "billing department"}, {"value": "tech support"}]}]}
+            refused = await gw.client.post("/v1/decisions", json=several)
+            assert refused.status_code == 501, refused.text

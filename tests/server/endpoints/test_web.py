@@ -1,6 +1,6 @@
 """The web chat page's endpoint: browsers get the page at `/`, every other client the
 plain liveness answer; the page's files are served with a same-origin-only policy, and
-every module the page imports is one of them."""
+every module the page imports (or loads when a PDF is attached) is one of them."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ async def test_the_page_files_are_served_with_their_types(client):
     assert style.headers["content-type"] == "text/css; charset=utf-8"
     vendored = await client.get("/web/vendor/purify.es.js")
     assert vendored.status_code == 200 and "@license DOMPurify" in vendored.text
+    module = await client.get("/web/vendor/pdfjs/pdf.worker.min.mjs")  # a module worker
+    assert module.status_code == 200
+    assert module.headers["content-type"] == "text/javascript; charset=utf-8"
 
 
 async def test_nothing_else_is_served_from_the_package(client):
@@ -52,11 +55,15 @@ async def test_nothing_else_is_served_from_the_package(client):
 def test_every_module_the_page_imports_is_shipped():
     files = page_files()
     scripts = [name for name in files.names() if name.endswith(".js")]
-    assert {"app.js", "api.js", "vendor/marked.esm.js", "vendor/purify.es.js"} <= set(scripts)
+    scripts += [name for name in files.names() if name.endswith(".mjs")]
+    assert {"app.js", "api.js", "vendor/marked.esm.js", "vendor/purify.es.js",
+            "vendor/pdfjs/pdf.min.mjs", "vendor/pdfjs/pdf.worker.min.mjs"} <= set(scripts)
     for name in scripts:
         folder = name.rpartition("/")[0]
         text = files.read(name).decode()
-        for target in re.findall(r'^import[^"\n]*"(\./[^"]+)"', text, re.MULTILINE):
+        imported = re.findall(r'^import[^"\n]*"(\./[^"]+)"', text, re.MULTILINE)
+        loaded = re.findall(r'(?:import|new URL)\("(\./[^"]+)"', text)  # dynamic, a worker
+        for target in imported + loaded:
             shipped = f"{folder}/{target[2:]}" if folder else target[2:]
             assert shipped in files, f"{name} imports {target}, which is not shipped"
     page = files.read("index.html").decode()

@@ -20,6 +20,8 @@ from tests.support.fake_app import FAKE_SPEC
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}}
 TOOLS = (ToolSpec("get_weather", "", WEATHER), ToolSpec("read", "", WEATHER))
+
+
 AUTO = ToolChoice()
 
 

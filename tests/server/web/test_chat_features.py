@@ -5,7 +5,8 @@ highlighted with a label and a copy button, math is typeset, tables have a grid;
 view follows a stream only while the reader is at the bottom; a long answer is
 appended, never redrawn; Esc stops; the context policy meets a full context; the
 conversation list lives on the server (search, rename, delete, import); models load
-with a context length and eject; files attach; a stopped server and a refused key are
+with a context length and eject; files attach, a PDF as its text (pdf.js loaded only
+then); a stopped server and a refused key are
 said so; axe-core finds nothing serious in light, dark and at 390×844."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from parlance.engines.fake import FakeEngine, Generated
 from tests.support.browser import emulate, serious_violations, until
 from tests.support.fake_app import FAKE_SPEC
 from tests.support.live_server import ServerThread
+from tests.support.pdf_files import encrypted_pdf, scanned_pdf, text_pdf
 from tests.support.scripted_models import COLD, GatedLoader, ThreadGate
 from tests.support.web_server import serving
 
@@ -308,8 +310,92 @@ def test_files_attach_and_an_image_is_refused(browser, fake_engine, tmp_path):
         browser.send("What does it say?", FAKE)
         idle(browser, 1)
         sent = fake_engine.requests[-1].prompts[0].messages[-1].content
-    assert "photo.png" in refused and "image" in refused
+    assert "photo.png" in refused and "no image input" in refused
     assert "The secret is 42." in sent and 'name="notes.txt"' in sent
+
+
+PDF_LOADED = ("performance.getEntriesByType('resource')"
+              ".some((entry) => entry.name.endsWith('/pdf.min.mjs'))")
+
+
+def attach(browser, path) -> str:
+    """Attaches `path`; the page's error once it is read ('' when there is none)."""
+    before = browser.js("document.getElementById('error').textContent = '';"
+                        "return document.querySelectorAll('#attached li:not(.reading)').length;")
+    browser.driver.find_element("id", "attach").send_keys(str(path))
+    return browser.wait("!document.querySelector('#attached .reading') && "
+                        "(document.getElementById('error').textContent || "
+                        " (document.querySelectorAll('#attached li').length > arguments[0]"
+                        "  && ' '))", "the file read", before)
+
+
+def test_a_pdfs_text_goes_into_the_message_page_by_page(browser, tmp_path):
+    engine = FakeEngine(context_length=16384)  # room for 300 pages of one line
+    answer(engine, "Read it.")
+    report = tmp_path / "tides (2026).pdf"
+    report.write_bytes(text_pdf(["Spring tides reach 4.2 m (at Brest)."],
+                                ["Neap tides: 1.9 m."]))
+    long = tmp_path / "long.pdf"
+    long.write_bytes(text_pdf(*[[f"Line of page {n}."] for n in range(1, 303)]))
+    with serving(engine) as server:
+        browser.ready(server.base_url)
+        loaded_first = browser.js(f"return {PDF_LOADED};")
+        assert attach(browser, report).strip() == ""
+        assert attach(browser, long).strip() == ""
+        chips = browser.js("return document.getElementById('attached').innerText;")
+        announced = browser.js("return document.getElementById('announce').textContent;")
+        browser.send("What do they say?", FAKE)
+        idle(browser, 1)
+        shown = browser.js("return document.querySelector('.message.user').innerText;")
+        sent = engine.requests[-1].prompts[0].messages[-1].content
+        policy_errors = [e for e in browser.console_errors() if "Content Security" in e]
+    assert not loaded_first  # pdf.js comes only with a PDF
+    assert 'name="tides (2026).pdf"' in sent
+    assert "[Page 1 of 2]\nSpring tides reach 4.2 m (at Brest)." in sent
+    assert "[Page 2 of 2]\nNeap tides: 1.9 m." in sent
+    assert "[Page 300 of 302]\nLine of page 300." in sent and "page 301" not in sent
+    assert "[Not read: only the first 300 of its 302 pages were read.]" in sent
+    assert "300 of its 302 pages" in chips and "300 of its 302 pages" in announced
+    assert "300 of its 302 pages" in shown
+    assert policy_errors == []
+
+
+def test_a_pdf_is_read_up_to_its_character_bound(browser, fake_engine, tmp_path):
+    line = "Waves " * 10  # inside the page's width: pdf.js reads what is on the page
+    book = tmp_path / "book.pdf"
+    book.write_bytes(text_pdf(*[[f"{n:03} {line}"] * 40 for n in range(1, 101)]))  # 256,000
+    with serving(fake_engine) as server:
+        browser.ready(server.base_url)
+        assert attach(browser, book).strip() == ""
+        chips = browser.js("return document.getElementById('attached').innerText;")
+        violations = serious_violations(browser)
+        try:
+            emulate(browser, dark=True)
+            violations += serious_violations(browser)
+        finally:
+            emulate(browser)
+    assert "only 200,000 characters were read, up to page " in chips and " of 100)" in chips
+    assert violations == []  # the note, in light and dark
+
+
+def test_a_pdf_that_cannot_be_read_is_said_so(browser, fake_engine, tmp_path):
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4\nthis was cut off in the download")
+    scan = tmp_path / "scan.pdf"
+    scan.write_bytes(scanned_pdf())
+    locked = tmp_path / "locked.pdf"
+    locked.write_bytes(encrypted_pdf())
+    picture = tmp_path / "photo.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n")
+    with serving(fake_engine) as server:
+        browser.ready(server.base_url)
+        said = {path.name: attach(browser, path) for path in (broken, scan, locked, picture)}
+        attached = browser.js("return document.getElementById('attached').children.length;")
+    assert "broken.pdf could not be read as a PDF" in said["broken.pdf"]
+    assert "scan.pdf has no text to read" in said["scan.pdf"]
+    assert "locked.pdf is password-protected" in said["locked.pdf"]
+    assert "no image input" in said["photo.png"]
+    assert attached == 0
 
 
 def test_a_stopped_server_and_a_refused_key_are_said_so(browser, fake_engine):

@@ -79,10 +79,13 @@ def _timings(usage: Usage | None, completion_tokens: int) -> dict[str, Any]:
     prompt_ms = 1000 * (usage.first_token_seconds or 0.0) if usage else 0.0
     predicted_ms = 1000 * (usage.decode_seconds or 0.0) if usage else 0.0
     prompt_n = usage.prompt_tokens - usage.cached_tokens if usage else 0
+    steps = completion_tokens - 1  # (decode time runs from the first token on)
     return {"cache_n": usage.cached_tokens if usage else 0, "prompt_n": prompt_n,
             "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": prompt_ms / prompt_n if prompt_n > 0 else 0.0,
             "prompt_per_second": 1000 * prompt_n / prompt_ms if prompt_ms else 0.0,
             "predicted_n": completion_tokens, "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": predicted_ms / steps if steps > 0 else 0.0,
             "predicted_per_second": (1000 * completion_tokens / predicted_ms
                                      if predicted_ms else 0.0)}
 

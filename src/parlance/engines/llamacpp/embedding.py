@@ -17,6 +17,9 @@ are shared: llama.cpp contexts of one model are independent.
 
 Every input must fit one micro-batch: llama.cpp pools a sequence within the
 micro-batch that holds it, and encoder models (BERT) see the whole batch at once.
+A reranker's context pools by rank instead: each sequence (a query and a document)
+comes out as its classifier head's scores, which `ranking.py` reads.
+
 So an input may have at most `limit` tokens: the evaluation batch size (512 unless a
 load sets LM Studio's `eval_batch_size`; llama-server's and Ollama's default too), the
 context size and the model's training context, whichever is smallest.
@@ -51,21 +54,27 @@ MAX_SEQUENCES = 64  # inputs pooled per decode (llama.cpp allows 256 sequences)
 MAX_WAITING_INPUTS = 8192  # inputs queued for the embedding thread; more is a 429
 
 
+def declared_pooling(model: LlamaModel) -> int | None:
+    """The pooling type the model's header names, if any."""
+    arch = model.meta("general.architecture") or ""
+    declared = model.meta(f"{arch}.pooling_type")
+    return int(declared) if declared is not None and declared.isdigit() else None
+
+
+def is_reranker(model: LlamaModel) -> bool:
+    """A reranker declares "rank" pooling: its classifier head scores a pair of texts."""
+    return declared_pooling(model) == llama_cpp.LLAMA_POOLING_TYPE_RANK
+
+
 def pooling_type(model: LlamaModel) -> int:
     """The pooling the model declares; mean for a model that declares none (causal
-    LLMs). A reranker's "rank" pooling makes scores, not embeddings, and an
-    encoder-decoder model's decoder needs the encoder's output: both refused."""
+    LLMs). An encoder-decoder model's decoder needs the encoder's output: refused."""
     if (llama_cpp.llama_model_has_encoder(model.model)
             and llama_cpp.llama_model_has_decoder(model.model)):
         raise InvalidRequest("This model is an encoder-decoder (T5-like); it makes no "
                              "embeddings here.", param="model")
-    arch = model.meta("general.architecture") or ""
-    declared = model.meta(f"{arch}.pooling_type")
-    pooling = int(declared) if declared is not None and declared.isdigit() else None
-    if pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK:
-        raise InvalidRequest("This model is a reranker: it scores pairs of texts and makes no "
-                             "embeddings.", param="model")
-    if pooling in (None, llama_cpp.LLAMA_POOLING_TYPE_NONE):
+    pooling = declared_pooling(model)
+    if pooling is None or pooling == llama_cpp.LLAMA_POOLING_TYPE_NONE:
         return llama_cpp.LLAMA_POOLING_TYPE_MEAN
     return pooling
 
@@ -152,8 +161,11 @@ class EmbeddingWorker:
         self.capacity = settings.n_batch
         self.limit = min(self.capacity, settings.n_ctx,
                          llama_cpp.llama_model_n_ctx_train(model.model))
-        self.size = llama_cpp.llama_model_n_embd_out(model.model)
-        self.native_unit = native_unit(model)
+        # rank pooling: the classifier head's outputs (llama-server reads the first)
+        self.ranks = self.pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK
+        self.size = (llama_cpp.llama_model_n_cls_out(model.model) if self.ranks
+                     else llama_cpp.llama_model_n_embd_out(model.model))
+        self.native_unit = native_unit(model) and not self.ranks
         self.end_tokens = added_end_tokens(model)
         self.ctx = self._new_context()
         self._memory = llama_cpp.llama_get_memory(self.ctx)  # None for encoder models

@@ -13,24 +13,28 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-import llama_cpp
 import llguidance
 
-from parlance.core.embeddings import EmbeddingRequest, Embeddings
+from parlance.core.embeddings import EmbeddingRequest, Embeddings, Normalize
 from parlance.core.errors import (
     ContextOverflow,
     EngineFailure,
     InvalidRequest,
-    NotImplementedHere,
 )
 from parlance.core.events import Failed, Usage
 from parlance.core.request import ChatInput, GenerationRequest, SamplingParams
-from parlance.core.rerank import Reranked, RerankRequest
+from parlance.core.rerank import Method, Reranked, RerankRequest
 from parlance.core.scoring import PromptScores, ScoreRequest, Scores
 from parlance.core.tokens import DetokenizeRequest, Token, TokenizeRequest
 from parlance.engines.llamacpp.draft_model import DraftModel
 from parlance.engines.llamacpp.drafting import NgramDrafter
-from parlance.engines.llamacpp.embedding import EmbeddingWorker, EmbedJob, embedding_tokens
+from parlance.engines.llamacpp.embedding import (
+    EmbeddingWorker,
+    EmbedJob,
+    declared_pooling,
+    embedding_tokens,
+    is_reranker,
+)
 from parlance.engines.llamacpp.in_flight import InFlight
 from parlance.engines.llamacpp.job import GroupSpec, Job, LlamaGeneration
 from parlance.engines.llamacpp.kv_state import build_prompt_cache
@@ -42,6 +46,7 @@ from parlance.engines.llamacpp.model import (
 from parlance.engines.llamacpp.plan import render_chat
 from parlance.engines.llamacpp.prepare import Preparation
 from parlance.engines.llamacpp.prompt_cache import NO_PROMPT_CACHE, CacheSettings
+from parlance.engines.llamacpp.ranking import ranking_tokens
 from parlance.engines.llamacpp.rpc import RpcServers
 from parlance.engines.llamacpp.sampler import SamplerChain
 from parlance.engines.llamacpp.scheduler import Scheduler
@@ -180,18 +185,33 @@ class LlamaCppEngine:
         return await self._off_loop(self.preparation.count, request.prompts[0], request)
 
     async def rerank(self, request: RerankRequest) -> Reranked:
-        """An embedding model (its header names a pooling type) by cosine, any other
-        model by its "yes". A reranker (rank pooling) is refused: its classifier head is
-        not wired to the embedding context yet."""
-        arch = self.model.meta("general.architecture") or ""
-        pooling = self.model.meta(f"{arch}.pooling_type")
-        if pooling is not None and pooling == str(llama_cpp.LLAMA_POOLING_TYPE_RANK):
-            raise NotImplementedHere("This model is a reranker (rank pooling), whose scores "
-                                     "this server does not read yet; rerank with an "
-                                     "embedding or an instruct model.", param="model")
-        if pooling is not None:
+        """A reranker (rank pooling) by its classifier head, an embedding model (its
+        header names another pooling type) by cosine, any other model by its "yes"."""
+        if is_reranker(self.model):
+            return await self._rank(request)
+        if declared_pooling(self.model) is not None:
             return await by_cosine(self, request)
         return await by_yes_no(self, request)
+
+    async def _rank(self, request: RerankRequest) -> Reranked:
+        """Each pair pooled by the embedding thread in rank mode (ranking.py), batched
+        with other requests' pairs; the score is the head's first output."""
+        metrics = self.metrics
+        metrics.embedding_requests += 1
+        try:
+            worker = await self._off_loop(self._embedder)
+            pairs = await self._off_loop(ranking_tokens, self.model, request, worker.limit)
+            job = EmbedJob(pairs, Normalize.NATIVE, asyncio.get_running_loop())
+            worker.submit(job)
+            try:
+                outputs = await job.future
+            except asyncio.CancelledError:
+                worker.cancel(job)
+                raise
+            return Reranked(tuple(o[0] for o in outputs), Method.RERANKER,
+                            sum(map(len, pairs)))
+        finally:
+            metrics.embedding_requests -= 1
 
     async def tokenize(self, request: TokenizeRequest) -> tuple[Token, ...]:
         return await self._off_loop(self._tokenize, request)
@@ -282,6 +302,9 @@ class LlamaCppEngine:
         metrics.embedding_requests += 1
         try:
             worker = await self._off_loop(self._embedder)
+            if worker.ranks:  # (llama-server: 400 on /embeddings with --reranking)
+                raise InvalidRequest("This model is a reranker: it scores pairs of texts "
+                                     "(/v1/rerank) and makes no embeddings.", param="model")
             if request.dimensions is not None and request.dimensions != worker.size:
                 raise InvalidRequest(
                     f"This model's embeddings have {worker.size} dimensions and it cannot "

@@ -5,7 +5,7 @@ here, before the response starts, naming the client's parameter."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import llguidance
@@ -13,14 +13,19 @@ import llguidance
 from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message
 from parlance.core.request import GenerationRequest
-from parlance.core.tools import ReasoningEffort
+from parlance.core.tools import ReasoningEffort, ToolSpec
 from parlance.engines import grammar
+from parlance.engines.llamacpp import family_render
 from parlance.engines.llamacpp.guide import GuidePlan
 from parlance.engines.llamacpp.pattern_probe import check_patterns
 from parlance.engines.llamacpp.template import ChatTemplate
-from parlance.engines.llamacpp.tool_prompt import tool_schemas, with_builtin_tools
+from parlance.engines.llamacpp.tool_prompt import (
+    tool_schemas,
+    with_builtin_tools,
+    with_system_word,
+    with_tools_described,
+)
 from parlance.engines.parsing.syntax import (
-    HERMES,
     SPECIAL_MARKERS,
     ReasoningMarkers,
     ToolSyntax,
@@ -48,12 +53,20 @@ def render_chat(template: ChatTemplate, request: GenerationRequest,
 def _render(template: ChatTemplate, request: GenerationRequest,
             messages: tuple[Message, ...]) -> str:
     extra = _reasoning_switch(template, request)
+    flags = template.format.thinking_flags
+    if flags and request.reasoning is not None:  # Nemotron's `/think`, `/no_think`
+        off = request.reasoning.effort is ReasoningEffort.NONE
+        messages = with_system_word(messages, flags[1] if off else flags[0])
     tools = request.callable_tools
     has_tool_turns = any(m.tool_calls or m.role == "tool" for m in messages)
     if template.supports_tools:
         if tools:
             extra["tools"] = tool_schemas(tools)
-        return template.render(messages, **extra)
+        extra.update(family_render.template_vars(template.format.name, tools))
+        return template.render(family_render.history(template.format.name, messages), **extra)
+    if template.renders_calls and (tools or has_tool_turns):  # DeepSeek's: calls native
+        return template.render(with_tools_described(messages, tools, template.call_syntax),
+                               **extra)
     if tools or has_tool_turns:
         return template.render(with_builtin_tools(messages, tools), **extra)
     return template.render(messages, **extra)
@@ -67,6 +80,8 @@ def _reasoning_switch(template: ChatTemplate, request: GenerationRequest) -> dic
     off = effort is ReasoningEffort.NONE
     if switch == "enable_thinking":
         return {"enable_thinking": not off}
+    if switch == "flags":  # a word in the system message (`_render` writes it)
+        return {}
     if switch == "thinking":  # DeepSeek V3.1
         return {"thinking": not off}
     if switch == "reasoning_effort" and not off:
@@ -93,7 +108,9 @@ def build_plan(
     marker_tokens: Callable[[str], list[int]] | None = None,
 ) -> GuidePlan | None:
     tools = request.callable_tools
-    syntax = (template.tool_syntax if template.supports_tools else HERMES) if tools else None
+    syntax = template.call_syntax if tools else None
+    if template.tool_syntax.region == "recipient":  # Functionary v3.2 answers `all\n…`
+        syntax = template.tool_syntax
     reasoning = template.reasoning
     fmt = request.response_format
     grammar.check_schemas(request)
@@ -114,7 +131,7 @@ def build_plan(
                                               lead=lead)
     elif content_schema is not None:
         forced = grammar.schema_grammar(content_schema, lead=lead)
-    elif syntax is not None and syntax.tagged is None:  # tagged calls: parsed, not guided
+    elif syntax is not None and _region_guided(syntax, tools):  # else parsed, not guided
         region = grammar.region_grammar(tools, syntax, parallel=request.parallel_tool_calls,
                                         literal=literal)
     forced_param = fmt.param if fmt and not tools else "tools"
@@ -134,6 +151,16 @@ def build_plan(
         **_budget(request, reasoning, marker_tokens),
     )
     return plan if plan.needed else None
+
+
+def _region_guided(syntax: ToolSyntax, tools: Sequence[ToolSpec]) -> bool:
+    """Whether a call region the model opens by itself is guided by a lazy grammar: JSON
+    calls are; tagged and pythonic calls are parsed, and so is Llama 3's
+    `<|python_tag|>` when a builtin tool may be called there in its own form."""
+    if syntax.tagged is not None or syntax.region == "pythonic":
+        return False
+    return not (syntax.region == "python_tag"
+                and any(t.name in family_render.LLAMA_BUILTIN_TOOLS for t in tools))
 
 
 def _budget(request: GenerationRequest, reasoning: ReasoningMarkers | None,
@@ -159,10 +186,9 @@ def _spelled(template: ChatTemplate, reasoning: ReasoningMarkers | None,
     if reasoning is not None:
         markers |= {reasoning.open, reasoning.close}
     if syntax is not None:
-        markers |= {m for m in (syntax.open, syntax.close) if m}
-        if syntax.tagged is not None:
-            written = repr(syntax.tagged)
-            markers |= {m for m in SPECIAL_MARKERS if m in written}
+        markers |= {m for m in (syntax.open, syntax.close, syntax.code_open) if m}
+        written = repr(syntax)  # the markers inside a call (tags, Gemma 4's `<|"|>`)
+        markers |= {m for m in SPECIAL_MARKERS if m in written}
     return _single_tokens(markers, marker_tokens)
 
 

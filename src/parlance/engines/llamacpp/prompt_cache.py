@@ -125,8 +125,10 @@ class Tier(Protocol):
 
 class PersistentTier(Tier, Protocol):
     """A tier that outlives the process (`prompt_cache_disk.DiskTier`): its lookups
-    answer stubs (tokens, no state) whose state `load` reads; it writes on a thread
-    of its own, only while the engine is idle."""
+    answer stubs (tokens, no state) whose state `load` reads, from an index in memory
+    that `refresh` brings up to date (lookups run on the scheduler's thread; `load` and
+    `refresh` never do); it writes on a thread of its own, only while the engine is
+    idle."""
 
     dropped: int  # writes dropped because its queue was full
 
@@ -140,6 +142,9 @@ class PersistentTier(Tier, Protocol):
 
     def load(self, stub: Entry) -> Entry | None:
         """The whole entry behind a lookup's answer; None when it is gone or damaged."""
+
+    def refresh(self) -> None:
+        """Read the index again if the files changed (another process wrote)."""
 
     def write(self, entry: Entry, *, wait: bool = False) -> None:
         """Queue `entry`; `wait`: for room in the queue (at shutdown), else dropped."""
@@ -172,6 +177,8 @@ class PromptCache:
         self._reads: dict[tuple[int, ...], Future[Entry | None]] = {}
         self._reader = (ThreadPoolExecutor(1, thread_name_prefix="parlance-kv-reader")
                         if disk is not None else None)
+        # the disk tier's index brought up to date for the prompt being admitted
+        self._refresh: Future[None] | None = None
         self._publish()
 
     def save(self, seq: int, tokens: list[int]) -> None:
@@ -216,6 +223,11 @@ class PromptCache:
         (what is worth restoring over the slots' prefixes) or than the RAM tier's."""
         if self.disk is None or self._reader is None or limit <= 0:
             return False
+        if self._refresh is None:  # the directory is looked at on the reader thread
+            self._refresh = self._reader.submit(self.disk.refresh)
+            self._refresh.add_done_callback(lambda _: ready())
+        if not self._refresh.done():
+            return True
         on_disk = self.disk.longest(prompt, limit)
         if on_disk is None or on_disk.length < at_least:
             return False
@@ -230,18 +242,21 @@ class PromptCache:
         return not read.done()
 
     def fetched(self) -> None:
-        """The waiting prompt took its slot: reads nobody restored are let go."""
+        """The waiting prompt took its slot: reads nobody restored are let go, and the
+        next prompt looks at the directory again."""
         self._reads = {k: r for k, r in self._reads.items() if not r.done()}
+        if self._refresh is not None and self._refresh.done():
+            self._refresh = None
 
     def restore(self, found: Found, seq: int) -> bool:
         """Write the entry's state into sequence `seq` (emptied first); False if the entry
         turned out unusable (a disk file that fails its checksum is removed). A disk entry
-        comes from its `fetch`, else it is read here."""
+        comes only from its `fetch` (files are never read on the scheduler's thread):
+        one not read yet is a miss."""
         entry: Entry | None = found.entry
         if found.tier == "disk" and self.disk is not None:
             read = self._reads.pop(found.entry.tokens, None)
-            entry = (read.result() if read is not None and read.done()
-                     else self.disk.load(found.entry))
+            entry = read.result() if read is not None and read.done() else None
         if entry is None or not self._states.write(seq, entry.state):
             return False
         metrics = self._metrics

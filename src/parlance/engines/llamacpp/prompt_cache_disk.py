@@ -19,8 +19,11 @@ own) was left by a crash and is removed when the writer starts. The writer works
 while the engine is idle (`engine_busy`), a piece at a time: checksumming and copying
 a 20k-token prefix (hundreds of MB) beside a prefill would take CPU from ggml's
 threads, whose spinning barriers make any such contention cost several times its own
-time on a small machine. The index (each file's tokens) is read on the first lookup,
-and again when another process changed the directory.
+time on a small machine. The index (each file's tokens) is held in memory: lookups
+(`longest`, `covers`) touch no file, because they run on the scheduler's thread under its
+lock, where a stalled file system (NFS, a FIFO, EIO) would stall every stream. `refresh`
+reads the directory again when another process changed it; the prompt cache runs it on
+its reader thread before a prompt is admitted, the writer before it writes.
 """
 
 from __future__ import annotations
@@ -105,11 +108,13 @@ class DiskTier:
             return len(self._index or {})
 
     def covers(self, tokens: list[int] | tuple[int, ...]) -> bool:
+        """(In memory: no file-system call.)"""
         n = len(tokens)
         return any(len(i.tokens) >= n and common_prefix(i.tokens, tokens) == n
                    for i in self._entries())
 
     def longest(self, prompt: list[int], limit: int) -> Found | None:
+        """(In memory: no file-system call.)"""
         best: _Indexed | None = None
         length = 0
         for item in self._entries():
@@ -119,6 +124,17 @@ class DiskTier:
         if best is None:
             return None
         return Found(Entry(best.tokens, b""), length, "disk")  # the state is read on load
+
+    # -- off the scheduler's thread ----------------------------------------------------
+
+    def refresh(self) -> None:
+        """Read the index (again) if this is the first time or another process changed
+        the directory. File-system calls: never on the scheduler's thread."""
+        if self._index is not None and not self._changed_elsewhere():
+            return
+        mtime, scanned = self._scan()
+        with self._index_lock:
+            self._index, self._seen_mtime = scanned, mtime
 
     def load(self, stub: Entry) -> Entry | None:
         """The whole entry behind a lookup's answer; None (and the file removed) when it is
@@ -168,9 +184,7 @@ class DiskTier:
 
     def _entries(self) -> list[_Indexed]:
         with self._index_lock:
-            if self._index is None or self._changed_elsewhere():
-                self._index = dict(self._scan())
-            return list(self._index.values())
+            return list((self._index or {}).values())
 
     def _changed_elsewhere(self) -> bool:
         try:
@@ -180,22 +194,25 @@ class DiskTier:
         except OSError:  # (EACCES, ESTALE, EIO): read again, which costs the cache only
             return True
 
-    def _scan(self) -> Iterator[tuple[Path, _Indexed]]:
+    def _scan(self) -> tuple[int, dict[Path, _Indexed]]:
+        """The directory's modification time and its readable entries."""
         try:
-            self._seen_mtime = self.directory.stat().st_mtime_ns
+            mtime = self.directory.stat().st_mtime_ns
             paths = list(self.directory.iterdir())
         except FileNotFoundError:
-            return
+            return 0, {}
         except OSError as exc:  # any failure of the cache costs the cache only
             log.warning("prompt cache: cannot list %s (%s)", self.directory, exc)
-            return
+            return 0, {}
+        found: dict[Path, _Indexed] = {}
         for path in paths:
             if path.suffix == SUFFIX:
                 item = self._read_index(path)
                 if item is not None:
-                    yield path, item
+                    found[path] = item
             elif path.name.startswith(".tmp-"):
                 self._remove_stale(path)
+        return mtime, found
 
     def _read_index(self, path: Path) -> _Indexed | None:
         """The tokens of one file; None for anything that is no readable entry (left
@@ -261,6 +278,7 @@ class DiskTier:
         if size > self.capacity:
             return
         self._when_idle()
+        self.refresh()
         if self.covers(entry.tokens):
             return
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -278,14 +296,16 @@ class DiskTier:
                     self._settle(path, entry)
         finally:
             _unlink(temp)
+        mtime = self.directory.stat().st_mtime_ns
         with self._index_lock:
             if self._index is not None:
                 self._index[path] = _Indexed(path, entry.tokens, size)
-                self._seen_mtime = self.directory.stat().st_mtime_ns
+                self._seen_mtime = mtime
 
     def _settle(self, path: Path, entry: Entry) -> None:
         """After `path` was written (under the lock): what it makes redundant goes, then
         the least recently used files until the directory fits its bound."""
+        self.refresh()
         for old in self._entries():  # a shorter entry this one extends serves nothing more
             if old.path != path and common_prefix(old.tokens, entry.tokens) == len(
                     old.tokens):

@@ -22,7 +22,8 @@ from parlance.core.errors import InvalidRequest
 from parlance.core.messages import Message, ToolCall
 from parlance.engines.chat_messages import FREEFORM_FIELD, openai_message
 from parlance.engines.parsing.formats import format_for_template, format_named
-from parlance.engines.parsing.syntax import reasoning_for_template
+from parlance.engines.parsing.spelling import spell_calls
+from parlance.engines.parsing.syntax import HERMES, ToolSyntax, reasoning_for_template
 
 # Used when a GGUF carries no template: plain ChatML, understood by most small models.
 CHATML = (
@@ -73,6 +74,15 @@ def _short_id(call_id: str) -> str:
     return hashlib.sha256(call_id.encode()).hexdigest()[:9]
 
 
+def _with_calls_in_content(message: Message, syntax: ToolSyntax) -> Message:
+    """An assistant turn's calls written after its text in the family's markup, for a
+    template that renders no `tool_calls` (LFM2's, as llama.cpp's handler writes them)."""
+    if not message.tool_calls:
+        return message
+    calls = spell_calls(syntax, [(c.name, _arguments(c)) for c in message.tool_calls])
+    return replace(message, content=message.content + calls, tool_calls=())
+
+
 class _TemplateEnvironment(ImmutableSandboxedEnvironment):
     """Hugging Face's sandbox, plus `append`, `pop` and `extend` on lists, which
     templates use to build lists of their own (Kimi K2's queue of call ids); llama.cpp's
@@ -116,33 +126,74 @@ class ChatTemplate:
                        else format_for_template(self.source))
         self.tool_syntax = self.format.syntax
         self.reasoning = self.format.reasoning or reasoning_for_template(self.source)
-        self.thinking_switch = next(
+        self.thinking_switch = "flags" if self.format.thinking_flags else next(
             (name for name in ("enable_thinking", "reasoning_effort", "thinking")
              if name in self.source and (name != "thinking" or self.format.thinking_switch
                                          == "thinking")), None)
         self._arguments: Callable[[ToolCall], Any] = _arguments
         self._short_ids = False
+        self._none_content = False  # an assistant turn of calls alone goes with content None
+        self._thinking_chunks = False  # reasoning goes as a `thinking` chunk (Ministral)
+        # a template that takes no tools may still write earlier calls in the family's
+        # markup (DeepSeek's): the tools are then described by Parlance, calls go native
+        self.renders_calls = False
         if self.supports_tools:
             self._learn_call_shape()
+        elif self.format.native_tools:
+            self.renders_calls = self._learn_call_shape()
+        self._thinking_chunks = "thinking" in self.source and self._takes_thinking_chunks()
 
-    def _learn_call_shape(self) -> None:
+    @property
+    def call_syntax(self) -> ToolSyntax:
+        """The syntax calls are written, parsed and forced in: the family's where the
+        template takes tools or writes calls its way, else the built-in prompt's (Hermes)."""
+        return self.tool_syntax if self.supports_tools or self.renders_calls else HERMES
+
+    def _learn_call_shape(self) -> bool:
         """Render a call and its result the ways templates take them (as llama.cpp's
         renderer probes a template's capabilities) and keep the first that renders with
-        the call's argument in it; none: the default, whose errors name the request."""
-        for arguments, short_ids in ((_arguments, False), (_arguments_text, False),
-                                     (_arguments, True), (_arguments_text, True)):
+        the call's argument in it; none: the default, whose errors name the request.
+        Whether one rendered it."""
+        shapes = [(_arguments, False, False), (_arguments_text, False, False),
+                  (_arguments, True, False), (_arguments_text, True, False),
+                  (_arguments, False, True), (_arguments_text, False, True)]
+        if not self.supports_tools:  # DeepSeek's: a turn of calls alone has no text at all
+            shapes = shapes[4:] + shapes[:4]
+        for arguments, short_ids, none_content in shapes:
             self._arguments, self._short_ids = arguments, short_ids
+            self._none_content = none_content
             try:
                 if _PROBE_ARGUMENT in self.render(_PROBE):
-                    return
+                    return True
             except InvalidRequest:
                 continue
-        self._arguments, self._short_ids = _arguments, False
+        self._arguments, self._short_ids, self._none_content = _arguments, False, False
+        return False
 
-    def _message(self, message: Message) -> dict[str, Any]:
+    def _takes_thinking_chunks(self) -> bool:
+        """Whether the template reads an assistant's reasoning as a `thinking` content
+        chunk (Mistral's reasoning templates), learnt by rendering one."""
+        turn = {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": _PROBE_ARGUMENT}, {"type": "text", "text": "ok"}]}
+        try:
+            text = self._template.render(messages=[{"role": "user", "content": "?"}, turn],
+                                         add_generation_prompt=False, bos_token=self._bos,
+                                         eos_token=self._eos)
+        except Exception:  # noqa: BLE001  # any refusal means: not this shape
+            return False
+        return _PROBE_ARGUMENT in text
+
+    def _message(self, message: Message, in_progress: bool = False) -> dict[str, Any]:
+        """`in_progress`: the message is in the turn after the last user message."""
         out = openai_message(message, self._arguments)
         if message.reasoning:  # harmony's template reads it as `thinking`
             out["thinking"] = message.reasoning
+            if self._thinking_chunks and in_progress and message.role == "assistant":
+                chunks = [{"type": "thinking", "thinking": message.reasoning}]
+                out["content"] = chunks + ([{"type": "text", "text": message.content}]
+                                           if message.content else [])
+        if self._none_content and message.tool_calls and not message.content:
+            out["content"] = None
         if self._short_ids:
             for call in out.get("tool_calls", ()):
                 call["id"] = _short_id(call["id"])
@@ -154,6 +205,8 @@ class ChatTemplate:
         """The messages as the family's template takes them: a turn with several calls as
         one message per call where it writes one a message (its reasoning and text with
         the first)."""
+        if self.format.calls_in_content:
+            return [_with_calls_in_content(m, self.format.syntax) for m in messages]
         if not self.format.call_per_message:
             return list(messages)
         out: list[Message] = []
@@ -167,9 +220,11 @@ class ChatTemplate:
         return out
 
     def render(self, messages: Sequence[Message], **extra: Any) -> str:
+        history = self._history(messages)
+        last_user = max((i for i, m in enumerate(history) if m.role == "user"), default=-1)
         try:
             return self._template.render(
-                messages=[self._message(m) for m in self._history(messages)],
+                messages=[self._message(m, i > last_user) for i, m in enumerate(history)],
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,

@@ -18,6 +18,8 @@ from dataclasses import replace
 
 from parlance.core.messages import Message
 from parlance.core.tools import ToolSpec
+from parlance.engines.parsing.spelling import spell_calls
+from parlance.engines.parsing.syntax import ToolSyntax
 
 PREAMBLE = (
     "You can call functions. Their signatures, as JSON Schema, are inside <tools></tools>:\n"
@@ -104,3 +106,39 @@ def with_builtin_tools(messages: Sequence[Message], tools: Sequence[ToolSpec]) -
     else:
         out.insert(0, Message("system", prompt))
     return out
+
+
+NATIVE_PREAMBLE = (
+    "You can call functions. Their signatures, as JSON Schema, are inside <tools></tools>:\n"
+    "<tools>\n{tools}\n</tools>\n"
+    "To call functions, answer with their names and arguments in this format:\n{example}"
+)
+
+
+def with_tools_described(messages: Sequence[Message], tools: Sequence[ToolSpec],
+                         syntax: ToolSyntax) -> list[Message]:
+    """For a template that writes calls and results in its family's markup but takes no
+    tool definitions (DeepSeek R1's and V3's): the tools described in the system message,
+    the call format shown in that same markup; the turns go to the template as they are."""
+    out = list(messages)
+    if not tools:
+        return out
+    lines = "\n".join(json.dumps(s, ensure_ascii=False) for s in tool_schemas(tools))
+    example = spell_calls(syntax, [("function_name", {"argument": "value"})])
+    prompt = NATIVE_PREAMBLE.format(tools=lines, example=example)
+    if out and out[0].role in ("system", "developer"):
+        out[0] = replace(out[0], content=f"{out[0].content}\n\n{prompt}")
+    else:
+        out.insert(0, Message("system", prompt))
+    return out
+
+
+def with_system_word(messages: Sequence[Message], word: str) -> tuple[Message, ...]:
+    """The conversation with `word` ending its system message (one made when there is
+    none): how Nemotron's template is told to think or not."""
+    out = list(messages)
+    if out and out[0].role in ("system", "developer"):
+        out[0] = replace(out[0], content=f"{out[0].content}\n{word}".lstrip("\n"))
+    else:
+        out.insert(0, Message("system", word))
+    return tuple(out)

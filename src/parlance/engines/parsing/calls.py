@@ -24,6 +24,8 @@ from parlance.core.events import Event, ToolCallArgs, ToolCallEnd, ToolCallStart
 from parlance.engines.parsing.json_end import JsonEnd
 
 ARGUMENT_KEYS = ('"arguments"', '"parameters"')
+NAME_KEYS = ('"name"', '"tool_name"')  # Command R7B's calls name their tool `tool_name`
+ID_KEYS = ('"tool_call_id"',)
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 _SKIPPED = " \t\r\n,;[]"
 
@@ -62,6 +64,19 @@ def _expect(text: str, i: int, *options: str) -> int:
 Layout = Literal["wrapped", "mistral", "freeform"]
 
 
+def _string(text: str, i: int) -> tuple[str, int]:
+    """The JSON string starting at `i` and the index after it."""
+    if text[i] != '"':
+        raise _NotAHeader
+    try:
+        value, end = scanstring(text, i + 1)
+    except json.JSONDecodeError as exc:
+        if "Unterminated" in exc.msg:
+            raise _NeedMore from exc
+        raise _NotAHeader from exc
+    return value, end
+
+
 def parse_header(text: str, freeform: frozenset[str] = frozenset()
                  ) -> tuple[str, int, Layout] | None:
     """(name, where the arguments start, layout) or None for "need more text";
@@ -72,17 +87,16 @@ def parse_header(text: str, freeform: frozenset[str] = frozenset()
     try:
         i = _skip_ws(text, 0)
         if text[i] == "{":
-            i = _expect(text, _skip_ws(text, i + 1), '"name"')
+            i = _skip_ws(text, i + 1)
+            if text.startswith(ID_KEYS, i) or any(k.startswith(text[i:]) for k in ID_KEYS):
+                i = _expect(text, i, *ID_KEYS)  # Command R7B numbers its calls first
+                i = _expect(text, _skip_ws(text, i), ":")
+                _, i = _string(text, _skip_ws(text, i))
+                i = _expect(text, _skip_ws(text, i), ",")
+                i = _skip_ws(text, i)
+            i = _expect(text, i, *NAME_KEYS)
             i = _expect(text, _skip_ws(text, i), ":")
-            i = _skip_ws(text, i)
-            if text[i] != '"':
-                raise _NotAHeader
-            try:
-                name, i = scanstring(text, i + 1)
-            except json.JSONDecodeError as exc:
-                if "Unterminated" in exc.msg:
-                    raise _NeedMore from exc
-                raise _NotAHeader from exc
+            name, i = _string(text, _skip_ws(text, i))
             i = _skip_ws(text, i)
             if text[i] == "}" and name in freeform:
                 return name, i + 1, "freeform"
@@ -142,7 +156,7 @@ def _call_of(item: Any) -> tuple[str, str] | None:
         return None
     if isinstance(item.get("function"), dict):  # {"type": "function", "function": {…}}
         item = item["function"]
-    name = item.get("name")
+    name = item.get("name", item.get("tool_name"))
     args = item.get("arguments", item.get("parameters", {}))
     if not isinstance(name, str):
         return None

@@ -17,9 +17,14 @@ from typing import Any
 
 from parlance.core.events import Event, FinishReason, ReasoningDelta, TextDelta, ToolCallStart
 from parlance.engines.parsing.calls import CallStream
+from parlance.engines.parsing.python_tag import PythonTagStream
+from parlance.engines.parsing.pythonic_stream import PythonicCallStream
+from parlance.engines.parsing.recipient import RecipientStream
 from parlance.engines.parsing.repeats import RepeatFilter
 from parlance.engines.parsing.syntax import ReasoningMarkers, ToolSyntax
 from parlance.engines.parsing.tagged import TaggedCallStream
+from parlance.engines.parsing.translate import TranslatedRegion
+from parlance.engines.parsing.translators import translator
 from parlance.engines.text import partial_suffix
 
 
@@ -53,12 +58,15 @@ class OutputParser:
         self._buf = ""
         self._strip = self.mode is Mode.REASONING  # drop whitespace right after a marker
         self._output_started = False  # any non-whitespace content emitted yet
-        self._region: CallStream | TaggedCallStream | None = None
+        self._region: (CallStream | TaggedCallStream | TranslatedRegion | PythonicCallStream
+                       | PythonTagStream | RecipientStream | None) = None
         self._region_open = ""
         self._repeats = RepeatFilter()
         self._next_call = 0  # the call index the next region's calls start from
         self.calls = 0  # tool calls started so far (repeats dropped)
         self._final = False  # the output ended: no marker is still coming
+        if syntax and syntax.region == "recipient":  # the prompt wrote the first `>>>`
+            self._open_region("")
 
     @property
     def called(self) -> bool:
@@ -123,6 +131,8 @@ class OutputParser:
             found += [self._reasoning.open, self._reasoning.close]
         if self._syntax:
             found.append(self._syntax.open)
+            if self._syntax.code_open:
+                found.append(self._syntax.code_open)
         return found + list(self._markup)
 
     def _in_content(self, out: list[Event]) -> bool:
@@ -132,6 +142,14 @@ class OutputParser:
             if not stripped:
                 return False
             if stripped[0] == "{":
+                self._buf = stripped
+                self._open_region("")
+                return True
+        if syntax and syntax.region == "pythonic" and not self._output_started:
+            stripped = self._buf.lstrip()
+            if not stripped:
+                return False
+            if stripped[0] == "[":  # a list of calls that starts the output
                 self._buf = stripped
                 self._open_region("")
                 return True
@@ -158,14 +176,28 @@ class OutputParser:
         return True
 
     def _in_calls(self, out: list[Event]) -> bool:
-        close = self._syntax.close if self._syntax else None
-        text, found = self._take_until([close]) if close else (self._buf, None)
-        if close is None:
+        syntax = self._syntax
+        close = syntax.close if syntax else None
+        code_open = syntax.code_open if syntax else ""
+        code = bool(code_open) and self._region_open == code_open
+        if code:
+            close = None  # code runs to the end of the output
+        # a region with no close marker runs to the end, or (a region of JSON calls) to
+        # its marker written again (Mistral's `[TOOL_CALLS]` before each of several calls)
+        reopens = syntax is not None and close is None and not syntax.region and not code
+        ends = [close] if close else [syntax.open] if reopens and syntax else []
+        text, found = self._take_until(ends) if ends else (self._buf, None)
+        if not ends:
             self._buf = ""
         self._feed_region(text, out)
-        if found is None:
+        abandoned = isinstance(self._region, PythonicCallStream) and self._region.abandoned
+        if found is None and not abandoned:
             return False
-        self._close_region(out, found)
+        if close or found is None:
+            self._close_region(out, found)  # (a list that is no call is content at once)
+        else:
+            self._close_region(out, "")
+            self._open_region(found)
         return True
 
     def _take_until(self, markers: list[str]) -> tuple[str, str | None]:
@@ -190,14 +222,25 @@ class OutputParser:
     def _open_region(self, marker: str) -> None:
         known = self._tool_names if not marker else None  # bare JSON must name a tool
         tags = self._syntax.tagged if self._syntax else None
-        if tags is not None:
+        region = self._syntax.region if self._syntax else ""
+        code_open = self._syntax.code_open if self._syntax else ""
+        if region == "recipient":
+            self._region = RecipientStream(self.index, self._next_call, self._tool_names)
+        elif region == "pythonic":
+            self._region = PythonicCallStream(self.index, self._next_call, known)
+        elif marker and (region == "python_tag" or marker == code_open):
+            self._region = PythonTagStream(self.index, self._next_call, self._tool_names,
+                                           self._freeform)
+        elif tags is not None:
             self._region = TaggedCallStream(tags, self.index, self._next_call,
                                             self._tool_names or None, self._schemas)
         else:
             syntax = self._syntax
             opener = syntax.open if syntax and syntax.close is None else None
-            self._region = CallStream(self.index, self._next_call, known, self._freeform,
-                                      opener)
+            calls = CallStream(self.index, self._next_call, known, self._freeform, opener)
+            layout = syntax.layout if syntax else "json"
+            self._region = calls if layout == "json" else TranslatedRegion(
+                translator(layout), calls)
         self._region_open = marker
         self.mode = Mode.CALLS
 

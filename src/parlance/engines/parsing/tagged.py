@@ -224,7 +224,12 @@ class TaggedCallStream:
         if at < 0:
             return False
         rest = self._buf[at + len(params.key_close):]
-        if params.value_open:
+        if params.attrs is not None:  # attributes up to the value tag (DSML's `string=`)
+            opened = rest.find(params.value_open)
+            if opened < 0:
+                return False
+            rest = rest[opened + len(params.value_open):]
+        elif params.value_open:
             trimmed = rest.lstrip(_WS)
             if trimmed.startswith(params.value_open):
                 rest = trimmed[len(params.value_open):]

@@ -34,6 +34,7 @@ from parlance.engines.upstream.generation import Running, UpstreamGeneration
 from parlance.engines.upstream.http1 import UpstreamHTTPError
 from parlance.engines.upstream.opening import Opener
 from parlance.engines.upstream.pool import Pool
+from parlance.engines.upstream.scoring import score_first_tokens
 from parlance.engines.upstream.sse import DONE, SseSplitter, payloads, too_large
 from parlance.engines.upstream.tool_contract import ToolContract
 from parlance.engines.upstream.wire import EMBEDDINGS_PATH, SubRequest, request_body, sub_requests
@@ -89,12 +90,9 @@ class UpstreamEngine:
         return not (self.strict_max_tokens or request.strict_max_tokens)
 
     async def score(self, request: ScoreRequest) -> Scores:
-        """Scoring needs the log-probabilities of given continuations after a prompt,
-        which the OpenAI-compatible API of an upstream does not return."""
-        raise NotImplementedHere(
-            f"The model '{self.model}' is served by an upstream server, whose API does not "
-            "return the log-probabilities of given answers, so it cannot score labels "
-            "(decisions, rerank with an instruct model).", param="model")
+        """From the top log-probabilities of the answer's first token, which the
+        upstream returns on chat completions: one-token labels only (scoring.py)."""
+        return await score_first_tokens(self.start, request, self.model)
 
     async def rerank(self, request: RerankRequest) -> Reranked:
         raise self._not_here("rerank (forward rerank requests to that server itself)")

@@ -27,6 +27,8 @@ from parlance.server.http.refusal import error_response
 from parlance.server.openapi.operation import Operation, answering
 from parlance.server.settings import ServerSettings
 
+CALIBRATION = "X-Parlance-Calibration"  # on every decision's answer
+
 
 class AnsweringEndpoint:
     def __init__(self, dialect: Answering[Any], models: ServedModels,
@@ -54,11 +56,15 @@ class AnsweringEndpoint:
                     request.receive, perform(lease.model.engine, asked.ask, lease.name))
         except ParlanceError as exc:
             return error_response(dialect.render_error, exc)
+        headers = {}
         if isinstance(answer, Decided):
             record.prompt_tokens = answer.scores.prompt_tokens
+            # neither shape has a field for it: a model's own beliefs, never a decision
+            # model's trained head (the bound llama.cpp predates them)
+            headers[CALIBRATION] = "uncalibrated"
         elif isinstance(answer, Reranked):
             record.prompt_tokens = answer.prompt_tokens
-        return JSONResponse(dialect.render(call, answer))
+        return JSONResponse(dialect.render(call, answer), headers=headers)
 
     def _model(self, asked: Asked) -> str | None:
         if asked.any_model_name and asked.model:

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+               ".mjs": "text/javascript; charset=utf-8",
                ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml",
                ".png": "image/png", ".txt": "text/plain; charset=utf-8",
                ".md": "text/plain; charset=utf-8", ".woff2": "font/woff2",

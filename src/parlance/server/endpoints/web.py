@@ -25,11 +25,11 @@ POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'sel
 
 @functools.cache
 def page_files() -> PackagedFiles:
-    """The page's files under `static/` (some 1.2 MB with the vendored highlighter and
-    KaTeX, read once per process: every app
-    shares them)."""
+    """The page's files under `static/` (some 3 MB with the vendored highlighter, KaTeX
+    and pdf.js, each read once per process on first use: every app shares them)."""
     return PackagedFiles("parlance.server.web", "static",
-                         frozenset({".html", ".js", ".css", ".svg", ".png", ".txt", ".woff2"}),
+                         frozenset({".html", ".js", ".mjs", ".css", ".svg", ".png", ".txt",
+                                    ".woff2"}),
                          policy=POLICY, cache="no-cache")
 
 

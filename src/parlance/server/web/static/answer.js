@@ -57,7 +57,9 @@ export function userNode(message) {
   node.dataset.id = message.id;
   node.append(element("div", "body", message.text));
   for (const file of message.attachments || []) {
-    node.append(element("div", "attachment", `📎 ${file.name} (${file.text.length} characters)`));
+    const note = file.note ? `; ${file.note}` : "";
+    node.append(element("div", "attachment",
+      `📎 ${file.name} (${file.text.length.toLocaleString()} characters${note})`));
   }
   return node;
 }

@@ -29,6 +29,7 @@ const TITLE_CHARS = 80;
 
 const state = {
   doc: null, controller: null, models: [], summaries: [], attached: [], follower: null,
+  reading: [], // names of files still being read (a PDF takes a moment)
   view: null, // the answer being streamed
 };
 
@@ -195,6 +196,10 @@ async function send(event) {
   const text = $("prompt").value.trim();
   const settings = readSettings();
   if (!text || !settings.model || state.controller) return;
+  if (state.reading.length) {
+    showError(`Still reading ${state.reading.join(", ")}: send once it is attached.`);
+    return;
+  }
   saveSettings();
   if (!state.doc) state.doc = newConversation(settings);
   state.doc.settings = settings;
@@ -402,21 +407,43 @@ function newChat() {
 // -- attachments ----------------------------------------------------------------------
 
 async function attach(event) {
-  const errors = [];
-  for (const file of event.target.files) {
-    const read = await readAttachment(file);
-    if (read instanceof Error) errors.push(read.message);
-    else state.attached.push(read);
-  }
+  const files = [...event.target.files];
   event.target.value = "";
-  showError(errors.join(" "));
+  const errors = [], notes = [];
+  state.reading.push(...files.map((file) => file.name));
   showAttached();
+  for (const file of files) {
+    try {
+      const read = await readAttachment(file);
+      if (read instanceof Error) errors.push(read.message);
+      else state.attached.push(read);
+      if (read.note) notes.push(`${read.name}: ${read.note}.`);
+    } catch (error) { // the PDF reader could not be loaded
+      errors.push(`${file.name} could not be read: ${error.message}`);
+    }
+    state.reading.splice(state.reading.indexOf(file.name), 1);
+    showAttached();
+  }
+  showError(errors.join(" "));
+  if (notes.length) announce(notes.join(" "));
 }
 
 function showAttached() {
+  const reading = state.reading.map((name) => {
+    const item = document.createElement("li");
+    item.className = "reading";
+    item.textContent = `Reading ${name}…`;
+    return item;
+  });
   $("attached").replaceChildren(...state.attached.map((file, index) => {
     const item = document.createElement("li");
     item.textContent = `📎 ${file.name} `;
+    if (file.note) {
+      const note = document.createElement("span");
+      note.className = "note";
+      note.textContent = `(${file.note}) `;
+      item.append(note);
+    }
     const remove = document.createElement("button");
     remove.type = "button";
     remove.textContent = "×";
@@ -424,7 +451,7 @@ function showAttached() {
     remove.addEventListener("click", () => { state.attached.splice(index, 1); showAttached(); });
     item.append(remove);
     return item;
-  }));
+  }), ...reading);
 }
 
 // -- models ---------------------------------------------------------------------------
