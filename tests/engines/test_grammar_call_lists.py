@@ -29,6 +29,7 @@ from parlance.engines.parsing.syntax import (
     ToolSyntax,
 )
 from tests.support.grammar_text import accepts
+from tests.support.parsed_calls import parsed_calls
 
 SCHEMA = {"type": "object",
           "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]},
@@ -56,16 +57,7 @@ def written(syntax: ToolSyntax, calls: list[tuple[str, dict[str, Any]]]) -> str:
 
 
 def parsed(syntax: ToolSyntax, text: str) -> list[tuple[str, Any]]:
-    parser = OutputParser(0, syntax=syntax, tool_names=frozenset(t.name for t in TOOLS),
-                          schemas={t.name: t.parameters for t in TOOLS})
-    events = parser.push(text) + parser.finish()
-    calls: list[list[str]] = []
-    for event in events:
-        if isinstance(event, ToolCallStart):
-            calls.append([event.name, ""])
-        elif isinstance(event, ToolCallArgs):
-            calls[-1][1] += event.fragment
-    return [(name, json.loads(args)) for name, args in calls]
+    return parsed_calls(syntax, text, {t.name: t.parameters for t in TOOLS})
 
 
 @pytest.mark.parametrize("syntax", LISTS, ids=lambda s: s.name)

@@ -13,12 +13,11 @@ import jsonschema
 import llguidance
 import pytest
 
-from parlance.core.events import ToolCallArgs, ToolCallStart
 from parlance.core.tools import ToolSpec
 from parlance.engines import grammar
-from parlance.engines.parsing.output import OutputParser
 from parlance.engines.parsing.syntax import SYNTAXES, Tagged, ToolSyntax
 from tests.support.grammar_text import accepts
+from tests.support.parsed_calls import parsed_calls
 
 SCHEMA = {"type": "object",
           "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]},
@@ -46,16 +45,7 @@ def written(tags: Tagged, name: str, args: dict[str, Any]) -> str:
 
 
 def parsed(syntax: ToolSyntax, text: str) -> list[tuple[str, Any]]:
-    parser = OutputParser(0, syntax=syntax, tool_names=frozenset(t.name for t in TOOLS),
-                          schemas={t.name: t.parameters for t in TOOLS})
-    events = parser.push(text) + parser.finish()
-    calls: list[list[str]] = []
-    for event in events:
-        if isinstance(event, ToolCallStart):
-            calls.append([event.name, ""])
-        elif isinstance(event, ToolCallArgs):
-            calls[-1][1] += event.fragment
-    return [(name, json.loads(args)) for name, args in calls]
+    return parsed_calls(syntax, text, {t.name: t.parameters for t in TOOLS})
 
 
 @pytest.mark.parametrize("syntax", TAGGED, ids=lambda s: s.name)

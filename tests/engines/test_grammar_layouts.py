@@ -8,7 +8,6 @@ Run by llguidance over a byte-level vocabulary (test_grammar_refs.py): no model.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import jsonschema
@@ -21,6 +20,7 @@ from parlance.engines import grammar
 from parlance.engines.parsing.output import OutputParser
 from parlance.engines.parsing.syntax import SYNTAXES, ToolSyntax
 from tests.support.grammar_text import accepts
+from tests.support.parsed_calls import parsed_calls
 
 SCHEMA = {"type": "object",
           "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]},
@@ -95,16 +95,7 @@ PARALLEL = {
 
 
 def parsed(syntax: ToolSyntax, text: str) -> list[tuple[str, Any]]:
-    parser = OutputParser(0, syntax=syntax, tool_names=frozenset(t.name for t in TOOLS),
-                          schemas={t.name: t.parameters for t in TOOLS})
-    events = parser.push(text) + parser.finish()
-    calls: list[list[str]] = []
-    for event in events:
-        if isinstance(event, ToolCallStart):
-            calls.append([event.name, ""])
-        elif isinstance(event, ToolCallArgs):
-            calls[-1][1] += event.fragment
-    return [(name, json.loads(args)) for name, args in calls]
+    return parsed_calls(syntax, text, {t.name: t.parameters for t in TOOLS})
 
 
 @pytest.mark.parametrize("name", WRITTEN)

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from parlance.core.events import ReasoningDelta, TextDelta, ToolCallArgs, ToolCallStart
+from parlance.core.events import ReasoningDelta, TextDelta
 from parlance.engines.parsing.formats import format_named
 from parlance.engines.parsing.output import OutputParser
 from parlance.engines.parsing.syntax import THINK
+from tests.support.parsed_calls import call_texts
 
 CASES = Path(__file__).parent / "cases"
 
@@ -45,12 +46,7 @@ def _parse(case: dict[str, Any], tools: dict[str, Any], pieces: list[str]) -> di
     events = [e for piece in pieces for e in parser.push(piece)]
     if not case.get("partial"):  # a partial case is the message so far, mid-stream
         events += parser.finish()
-    calls: list[list[str]] = []
-    for event in events:
-        if isinstance(event, ToolCallStart):
-            calls.append([event.name, ""])
-        elif isinstance(event, ToolCallArgs):
-            calls[-1][1] += event.fragment
+    calls = [list(call) for call in call_texts(events)]
     return {"content": "".join(e.text for e in events if isinstance(e, TextDelta)).strip(),
             "reasoning": "".join(e.text for e in events
                                  if isinstance(e, ReasoningDelta)).strip(),

@@ -4,16 +4,14 @@ the exact text the families' own templates and llama.cpp's cases show."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from parlance.core.events import ToolCallArgs, ToolCallStart
 from parlance.engines.parsing.formats import format_named
-from parlance.engines.parsing.output import OutputParser
 from parlance.engines.parsing.spelling import spell_calls
 from parlance.engines.parsing.syntax import SYNTAXES, ToolSyntax
+from tests.support.parsed_calls import parsed_calls
 
 CALLS = [("get_weather", {"city": "São Paulo", "note": 'say "hi"\nthen go', "days": 3,
                           "metric": True, "extra": None, "tags": ["a", "b"],
@@ -27,16 +25,7 @@ SCHEMAS = {"get_weather": {"type": "object", "properties": {
 
 
 def parsed(syntax: ToolSyntax, text: str, markup: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
-    parser = OutputParser(0, syntax=syntax, tool_names=frozenset(SCHEMAS), schemas=SCHEMAS,
-                          markup=markup)
-    events = [e for ch in text for e in parser.push(ch)] + parser.finish()
-    calls: list[list[str]] = []
-    for event in events:
-        if isinstance(event, ToolCallStart):
-            calls.append([event.name, ""])
-        elif isinstance(event, ToolCallArgs):
-            calls[-1][1] += event.fragment
-    return [(name, json.loads(args)) for name, args in calls]
+    return parsed_calls(syntax, text, SCHEMAS, markup=markup, streamed=True)
 
 
 @pytest.mark.parametrize("name", sorted(SYNTAXES))

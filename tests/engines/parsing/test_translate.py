@@ -8,21 +8,17 @@ import json
 
 import pytest
 
-from parlance.core.events import TextDelta, ToolCallArgs, ToolCallStart
+from parlance.core.events import TextDelta
 from parlance.engines.parsing.output import OutputParser
 from parlance.engines.parsing.syntax import SYNTAXES
+from tests.support.parsed_calls import call_texts
 
 
 def run(name: str, text: str, pieces: int = 1) -> tuple[str, list[tuple[str, object]]]:
     parser = OutputParser(0, syntax=SYNTAXES[name])
     chunks = [text] if pieces == 1 else list(text)
     events = [e for c in chunks for e in parser.push(c)] + parser.finish()
-    calls: list[list[str]] = []
-    for event in events:
-        if isinstance(event, ToolCallStart):
-            calls.append([event.name, ""])
-        elif isinstance(event, ToolCallArgs):
-            calls[-1][1] += event.fragment
+    calls = call_texts(events)
     content = "".join(e.text for e in events if isinstance(e, TextDelta))
     return content, [(n, json.loads(a)) for n, a in calls]
 
