@@ -125,7 +125,7 @@ class ChatTemplate:
         self.format = (format_named(chat_format) if chat_format
                        else format_for_template(self.source))
         self.tool_syntax = self.format.syntax
-        self.reasoning = self.format.reasoning or reasoning_for_template(self.source)
+        self.reasoning = self.format.reasoning_markers(reasoning_for_template(self.source))
         self.thinking_switch = "flags" if self.format.thinking_flags else next(
             (name for name in ("enable_thinking", "reasoning_effort", "thinking")
              if name in self.source and (name != "thinking" or self.format.thinking_switch

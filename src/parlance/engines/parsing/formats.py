@@ -14,7 +14,7 @@ specific entry goes before a more general one). Look one up with
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from parlance.engines.parsing.syntax import (
     APERTUS,
@@ -77,6 +77,15 @@ class ChatFormat:
     # thinking turned on / off by a word in the system message (Nemotron's `/think`,
     # `/no_think`), not by a template variable
     thinking_flags: tuple[str, str] | None = None
+    # a call (the syntax's open marker) ends unclosed reasoning (Qwen3, Qwen3.5)
+    call_ends_reasoning: bool = False
+
+    def reasoning_markers(self, found: ReasoningMarkers | None) -> ReasoningMarkers | None:
+        """The entry's reasoning markers, else those `found` in its template."""
+        markers = self.reasoning or found
+        if markers and self.call_ends_reasoning:
+            return replace(markers, call_ends=True)
+        return markers
 
 
 # DeepSeek ends a turn at `<｜end▁of▁sentence｜>`; a turn header it writes (a random or
@@ -122,7 +131,7 @@ FORMATS: tuple[ChatFormat, ...] = (
     ChatFormat("glm45", "GLM-4.5, 4.6, 4.7", ("<arg_key>",), GLM45, reasoning=THINK,
                stops=("<|user|>", "<|observation|>")),
     ChatFormat("qwen3_coder", "Qwen3-Coder, Qwen3.5 (XML calls)", ("<function=", "<parameter="),
-               QWEN3_CODER, stops=("<|im_end|>",)),
+               QWEN3_CODER, stops=("<|im_end|>",), call_ends_reasoning=True),
     ChatFormat("magistral", "Magistral, Ministral reasoning ([THINK])",
                ("[THINK]", "[TOOL_CALLS]"), MISTRAL, reasoning=MISTRAL_THINK),
     ChatFormat("mistral_nemo", "Mistral Nemo, Small, Devstral", ("[TOOL_CALLS]",), MISTRAL),
@@ -144,7 +153,7 @@ FORMATS: tuple[ChatFormat, ...] = (
     ChatFormat("granite_4", "Granite 4.0", ("<|start_of_role|>", "<tool_call>"), HERMES,
                stops=("<|end_of_text|>",)),
     ChatFormat("hermes", "Hermes 2 Pro, Qwen 2.5, Qwen3, QwQ", ("<tool_call>",), HERMES,
-               stops=("<|im_end|>",)),
+               stops=("<|im_end|>",), call_ends_reasoning=True),
     ChatFormat("llama3_json", "Llama 3.1, 3.2, 3.3 (JSON calls, builtin tools)",
                ("<|python_tag|>",),
                LLAMA3_JSON, stops=("<|eom_id|>", "<|eot_id|>")),

@@ -168,11 +168,16 @@ class OutputParser:
         return True
 
     def _in_reasoning(self, out: list[Event]) -> bool:
-        text, close = self._take_until([self._reasoning.close])  # type: ignore[union-attr]
+        markers = self._reasoning
+        assert markers is not None
+        call = self._syntax.open if self._syntax and markers.call_ends else ""
+        text, close = self._take_until([markers.close, call] if call else [markers.close])
         self._reasoning_text(text, out)
         if close is None:
             return False
         self.mode, self._strip = Mode.CONTENT, True
+        if close == call:  # a call written in the thinking ends it (Qwen3.5)
+            self._open_region(close)
         return True
 
     def _in_calls(self, out: list[Event]) -> bool:

@@ -229,6 +229,10 @@ SYNTAXES = {s.name: s for s in (HERMES, MISTRAL, LLAMA3_JSON, QWEN3_CODER, SEED_
 class ReasoningMarkers:
     open: str
     close: str
+    # the call syntax's open marker also ends the reasoning (Qwen3.5 writes a call inside
+    # a thinking it never closes, as vLLM's qwen3 reasoning parser reads it); off where a
+    # call written inside thinking is thinking (Seed-OSS)
+    call_ends: bool = False
 
 
 THINK = ReasoningMarkers("<think>", "</think>")
