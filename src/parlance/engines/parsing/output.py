@@ -58,6 +58,11 @@ class OutputParser:
         self._buf = ""
         self._strip = self.mode is Mode.REASONING  # drop whitespace right after a marker
         self._output_started = False  # any non-whitespace content emitted yet
+        # after calls that followed content: the whitespace held until text shows it
+        # separates that content from more (kept, unless the content before the calls
+        # ended in whitespace of its own) or only ends the output (dropped)
+        self._space_held: str | None = None
+        self._spaced = False  # the content emitted so far ends in whitespace
         self._region: (CallStream | TaggedCallStream | TranslatedRegion | PythonicCallStream
                        | PythonTagStream | RecipientStream | None) = None
         self._region_open = ""
@@ -157,6 +162,7 @@ class OutputParser:
         self._content(text, out)
         if marker is None:
             return False
+        self._space_held = None
         if self._reasoning and marker == self._reasoning.open:
             self.mode, self._strip = Mode.REASONING, True
         elif marker in self._markup and not (self._syntax and marker == self._syntax.open):
@@ -225,6 +231,7 @@ class OutputParser:
     # -- emission -------------------------------------------------------------
 
     def _open_region(self, marker: str) -> None:
+        self._space_held = None  # whitespace between calls is the calls'
         known = self._tool_names if not marker else None  # bare JSON must name a tool
         tags = self._syntax.tagged if self._syntax else None
         region = self._syntax.region if self._syntax else ""
@@ -261,6 +268,7 @@ class OutputParser:
     def _close_region(self, out: list[Event], close: str | None) -> None:
         region, self._region = self._region, None
         self.mode, self._strip = Mode.CONTENT, True
+        self._space_held = "" if self._output_started else None
         if region is None:
             return
         events, text = region.close(cut=close is None)
@@ -271,8 +279,15 @@ class OutputParser:
             self._content(self._region_open + text + (close or ""), out)
 
     def _content(self, text: str, out: list[Event]) -> None:
+        if self._strip and self._space_held is not None:
+            body = text.lstrip()
+            self._space_held += text[:len(text) - len(body)]
+            if body:
+                space = "" if self._spaced else self._space_held
+                text, self._space_held, self._strip = space + body, None, False
         if text := self._unstripped(text):
             self._output_started = self._output_started or bool(text.strip())
+            self._spaced = text[-1].isspace()
             out.append(TextDelta(text, self.index))
 
     def _reasoning_text(self, text: str, out: list[Event]) -> None:
