@@ -47,6 +47,7 @@ class GuidePlan:
     reasoning_end: tuple[int, ...] = ()
     forced_param: str = "tools"  # the client's parameter the forced grammar comes from
     markup: tuple[str, ...] = ()  # the format's headers, dropped from content (harmony)
+    header_close: str = ""  # a message's header runs from markup to this (harmony's)
     schemas: Mapping[str, Any] = field(default_factory=dict)  # tool -> parameters
     spelled: frozenset[int] = frozenset()  # special tokens the parser reads as markers
     # the family's turn-ending tokens (harmony's <|call|>, Llama's <|eom_id|>), stopped on
@@ -67,7 +68,8 @@ class ChoiceGuide:
         self.parser = OutputParser(index, syntax=plan.syntax, reasoning=plan.reasoning,
                                    tool_names=plan.tool_names, freeform=plan.freeform,
                                    start_in_reasoning=plan.start_in_reasoning,
-                                   markup=plan.markup, schemas=plan.schemas)
+                                   markup=plan.markup, header_close=plan.header_close,
+                                   schemas=plan.schemas)
         self._active: TokenConstraint | None = None
         self._forced_active = False
         self.broken: InvalidRequest | None = None  # the active grammar broke

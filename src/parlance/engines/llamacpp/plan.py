@@ -144,7 +144,7 @@ def build_plan(
         region=_compile(region, tokenizer, "tools"),
         forced_param=forced_param,
         tokenizer=tokenizer, n_vocab=n_vocab,
-        markup=template.format.markup,
+        markup=template.format.markup, header_close=template.format.header_close,
         schemas={t.name: t.parameters for t in tools if not t.freeform},
         spelled=_spelled(template, reasoning, syntax, marker_tokens),
         stop_tokens=_single_tokens(template.format.stops, marker_tokens),

@@ -65,6 +65,9 @@ class ChatFormat:
     syntax: ToolSyntax  # how calls are written (and forced)
     reasoning: ReasoningMarkers | None = None  # None: from the template (`<think>` if named)
     markup: tuple[str, ...] = ()  # dropped from content
+    # with markup: the marker that ends a message's header, which runs from any other
+    # markup marker (harmony's `<|channel|>final <|constrain|>json<|message|>`): dropped
+    header_close: str = ""
     stops: tuple[str, ...] = ()  # the turn ends on these
     thinking_switch: str | None = None  # None: from the template (enable_thinking / effort)
     native_tools: bool = True  # False: the template knows no tools; the built-in prompt
@@ -114,7 +117,7 @@ GEMMA3 = ChatFormat("gemma3", "Gemma 2, Gemma 3 (no native tools)", ("<start_of_
 FORMATS: tuple[ChatFormat, ...] = (
     *_FAMILIES_2,
     ChatFormat("harmony", "gpt-oss (harmony)", ("<|channel|>",), HARMONY,
-               reasoning=HARMONY_ANALYSIS, markup=HARMONY_MARKUP,
+               reasoning=HARMONY_ANALYSIS, markup=HARMONY_MARKUP, header_close="<|message|>",
                stops=("<|call|>", "<|return|>"), thinking_switch="reasoning_effort",
                call_per_message=True),
     ChatFormat("seed_oss", "Seed-OSS", ("<seed:tool_call>",), SEED_OSS, reasoning=SEED_THINK,

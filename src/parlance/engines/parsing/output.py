@@ -45,6 +45,7 @@ class OutputParser:
         start_in_reasoning: bool = False,
         freeform: frozenset[str] = frozenset(),
         markup: tuple[str, ...] = (),
+        header_close: str = "",
         schemas: Mapping[str, Any] | None = None,
     ) -> None:
         self.index = index
@@ -53,6 +54,8 @@ class OutputParser:
         self._tool_names = tool_names
         self._freeform = freeform  # tools that take raw text (see calls.py)
         self._markup = markup  # the format's headers around content: dropped (harmony's)
+        self._header_close = header_close  # a header runs from other markup to this
+        self._in_header = False  # in a message's header: its text is dropped
         self._schemas = schemas or {}  # tool name -> parameters (tagged key/value calls)
         self.mode = Mode.REASONING if start_in_reasoning and reasoning else Mode.CONTENT
         self._buf = ""
@@ -111,7 +114,8 @@ class OutputParser:
                 pass
         text, self._buf = self._buf, ""
         if self.mode is Mode.CONTENT:
-            self._content(text, out)
+            if not self._in_header:
+                self._content(text, out)
         elif self.mode is Mode.REASONING:
             self._reasoning_text(text, out)
         else:
@@ -159,12 +163,15 @@ class OutputParser:
                 self._open_region("")
                 return True
         text, marker = self._take_until(self._markers())
-        self._content(text, out)
+        if not self._in_header:
+            self._content(text, out)
         if marker is None:
             return False
         self._space_held = None
+        if self._header_close and marker in self._markup:
+            self._in_header = marker != self._header_close
         if self._reasoning and marker == self._reasoning.open:
-            self.mode, self._strip = Mode.REASONING, True
+            self.mode, self._strip, self._in_header = Mode.REASONING, True, False
         elif marker in self._markup and not (self._syntax and marker == self._syntax.open):
             self._strip = True
         elif self._reasoning and marker == self._reasoning.close:
@@ -254,7 +261,7 @@ class OutputParser:
             self._region = calls if layout == "json" else TranslatedRegion(
                 translator(layout), calls)
         self._region_open = marker
-        self.mode = Mode.CALLS
+        self.mode, self._in_header = Mode.CALLS, False
 
     def _feed_region(self, text: str, out: list[Event]) -> None:
         if text and self._region:
