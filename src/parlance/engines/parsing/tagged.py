@@ -247,13 +247,18 @@ class TaggedCallStream:
         assert params is not None
         text = self._held + self._buf
         self._held = ""
-        at = text.find(params.value_close)
-        if at >= 0:
-            self._buf = text[at + len(params.value_close):]
+        # a value left unclosed ends where the next parameter or the call's end begins
+        # (Qwen3-Coder's `<parameter=a>\nx\n<parameter=b>`, as vLLM reads it)
+        ends = [m for m in (params.key_open, self._tags.call_close) if m]
+        hits = [(at, m) for m in (params.value_close, *ends) if (at := text.find(m)) >= 0]
+        if hits:
+            at, marker = min(hits)
+            rest = at + len(marker) if marker == params.value_close else at
+            self._buf = text[rest:]
             self._finish_value(text[:at], events)
             self._state = "params"
             return True
-        keep = partial_suffix(text, [params.value_close])
+        keep = partial_suffix(text, [params.value_close, *ends])
         body, self._held = text[:len(text) - keep], text[len(text) - keep:]
         self._buf = ""
         if not self._string:
