@@ -41,7 +41,8 @@ ALL = _load()
 def _parse(case: dict[str, Any], tools: dict[str, Any], pieces: list[str]) -> dict[str, Any]:
     fmt = format_named(case["format"])
     parser = OutputParser(0, syntax=fmt.syntax, reasoning=fmt.reasoning_markers(THINK),
-                          markup=fmt.markup, header_close=fmt.header_close, tool_names=frozenset(tools), schemas=tools,
+                          markup=fmt.markup, header_close=fmt.header_close,
+                          tool_names=frozenset(tools), schemas=tools,
                           start_in_reasoning=case.get("start_in_reasoning", False))
     events = [e for piece in pieces for e in parser.push(piece)]
     if not case.get("partial"):  # a partial case is the message so far, mid-stream
