@@ -1,5 +1,11 @@
 // Q4_1 mul_mat: every column of a batch equals the same column computed alone (n=1 takes
-// ggml_vec_dot_q4_1_q8_1), bit for bit, with the GEMM on; and timing on vs off.
+// ggml_vec_dot_q4_1_q8_1), bit for bit, with the GEMM on and off; and timing on vs off
+// (patches/llama.cpp-q4_1-gemm.patch). Build against a patched llama.cpp tree built with
+// cmake (`cmake --build build --target ggml-cpu`), from that tree:
+//   g++ -O2 -march=native -std=c++17 -Iggml/include q4_1_gemm.cpp -o q4_1_gemm \
+//     -Wl,--start-group build/ggml/src/libggml.a build/ggml/src/libggml-cpu.a \
+//     build/ggml/src/libggml-base.a -Wl,--end-group -fopenmp -lpthread -lm
+//   ./q4_1_gemm 2      # threads; exits non-zero when an output differs
 #include "ggml.h"
 #include "ggml-cpu.h"
 #include <chrono>
