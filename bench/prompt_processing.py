@@ -65,6 +65,8 @@ def raw_timer(model: Path, ctx: int) -> Callable[[list[int]], float]:
                           n_threads=THREADS, n_threads_batch=THREADS, flash_attn=True,
                           verbose=False)
 
+    llm.eval(llm.tokenize(b"warm up: the first batch allocates the graph"))
+
     def timed(tokens: list[int]) -> float:
         llm.reset()  # eval then drops the cache from position 0 on
         started = time.perf_counter()
@@ -101,6 +103,8 @@ def main() -> None:
             for server in servers.values():
                 server.__enter__()
             try:
+                for side, server in servers.items():  # each server's first batch, untimed
+                    stream(server, "/v1/completions", completion(f"{side} warm up", 1), "warm")
                 raw = None if args.no_raw else raw_timer(model, ctx)
                 for size in sizes:
                     text = text_of_tokens(servers[LLAMA], size)
