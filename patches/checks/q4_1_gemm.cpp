@@ -69,12 +69,12 @@ int main(int argc, char ** argv) {
             }
         }
         // timing, interleaved
-        for (int N : {512}) {
+        for (int N : {2, 8, 512}) {
             double ton = 0, toff = 0, t;
             std::vector<double> on_v, off_v;
-            for (int r = 0; r < 5; ++r) {
-                ggml_cpu_set_q4_1_gemm(false); run(K, M, N, wq, x.data(), nth, &t, 3); off_v.push_back(t);
-                ggml_cpu_set_q4_1_gemm(true);  run(K, M, N, wq, x.data(), nth, &t, 3); on_v.push_back(t);
+            for (int r = 0; r < 5; ++r) { int reps = N < 64 ? 200 : 3;
+                ggml_cpu_set_q4_1_gemm(false); run(K, M, N, wq, x.data(), nth, &t, reps); off_v.push_back(t);
+                ggml_cpu_set_q4_1_gemm(true);  run(K, M, N, wq, x.data(), nth, &t, reps); on_v.push_back(t);
             }
             std::sort(on_v.begin(), on_v.end()); std::sort(off_v.begin(), off_v.end());
             ton = on_v[2]; toff = off_v[2];
