@@ -57,8 +57,8 @@ install: $(STAMP)
 
 # llama-cpp-python is built from its sdist with Parlance's patches to the llama.cpp inside
 # it (patches/llama.cpp-*.patch, applied in name order: batch-invariant flash attention,
-# see docs/batch-invariance.md; a Q4_1 prompt GEMM, see docs/benchmarks.md). The bench peers (llama-server, rpc-server) are built from the
-# same sdist without them: stock.
+# see docs/batch-invariance.md; a Q4_1 prompt GEMM, see docs/benchmarks.md). The bench
+# peers (llama-server, rpc-server) are built from the same sdist without them: stock.
 LLAMA_CPP_PYTHON := $(shell sed -n 's/^ *"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
 LLAMA_PATCHES := $(sort $(wildcard patches/llama.cpp-*.patch))
 LLAMA_SDIST := $(VENV)/llama-cpp-python-sdist
