@@ -48,7 +48,10 @@ def test_tool_turns_are_spelled_even_without_callable_tools():
 
 def test_a_template_with_tools_renders_them_itself():
     tpl = template(THINKING)
-    assert tpl.supports_tools and tpl.tool_syntax is HERMES and tpl.reasoning is THINK
+    assert tpl.supports_tools and tpl.tool_syntax is HERMES
+    assert tpl.reasoning is not None  # `<think>`, which a `<tool_call>` ends (Qwen3)
+    assert (tpl.reasoning.open, tpl.reasoning.close, tpl.reasoning.call_ends) == (
+        THINK.open, THINK.close, True)
     text = render_chat(tpl, request(tools=(WEATHER,)), CONVERSATION)
     assert text.startswith('<tools>{"type": "function", "function": {"name": "get_weather"')
     # arguments reach the template as an object, as HF templates expect
