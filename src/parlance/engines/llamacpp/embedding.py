@@ -209,6 +209,18 @@ class EmbeddingWorker:
             self._queue.inputs += len(job.token_lists)
             self._wake.notify()
 
+    async def pooled(self, token_lists: list[list[int]],
+                     normalize: Normalize) -> list[list[float]]:
+        """Each input's pooled output (an embedding, or a reranker's scores), awaited on
+        the loop; a cancelled caller's inputs are dropped from the queue."""
+        job = EmbedJob(token_lists, normalize, asyncio.get_running_loop())
+        self.submit(job)
+        try:
+            return await job.future
+        except asyncio.CancelledError:
+            self.cancel(job)
+            raise
+
     def cancel(self, job: EmbedJob) -> None:
         """Drop what is left of the job (its inputs in a running decode are discarded)."""
         with self._wake:

@@ -30,7 +30,6 @@ from parlance.engines.llamacpp.draft_model import DraftModel
 from parlance.engines.llamacpp.drafting import NgramDrafter
 from parlance.engines.llamacpp.embedding import (
     EmbeddingWorker,
-    EmbedJob,
     declared_pooling,
     embedding_tokens,
     is_reranker,
@@ -201,13 +200,7 @@ class LlamaCppEngine:
         try:
             worker = await self._off_loop(self._embedder)
             pairs = await self._off_loop(ranking_tokens, self.model, request, worker.limit)
-            job = EmbedJob(pairs, Normalize.NATIVE, asyncio.get_running_loop())
-            worker.submit(job)
-            try:
-                outputs = await job.future
-            except asyncio.CancelledError:
-                worker.cancel(job)
-                raise
+            outputs = await worker.pooled(pairs, Normalize.NATIVE)
             return Reranked(tuple(o[0] for o in outputs), Method.RERANKER,
                             sum(map(len, pairs)))
         finally:
@@ -310,13 +303,7 @@ class LlamaCppEngine:
                     f"This model's embeddings have {worker.size} dimensions and it cannot "
                     f"make embeddings of {request.dimensions}.", param="dimensions")
             token_lists = await self._off_loop(embedding_tokens, self.model, request, worker)
-            job = EmbedJob(token_lists, request.normalize, asyncio.get_running_loop())
-            worker.submit(job)
-            try:
-                vectors = await job.future
-            except asyncio.CancelledError:
-                worker.cancel(job)
-                raise
+            vectors = await worker.pooled(token_lists, request.normalize)
             return Embeddings(tuple(vectors), sum(map(len, token_lists)))
         finally:
             metrics.embedding_requests -= 1

@@ -63,7 +63,7 @@ def _render(template: ChatTemplate, request: GenerationRequest,
         if tools:
             extra["tools"] = tool_schemas(tools)
         extra.update(family_render.template_vars(template.format.name, tools))
-        return template.render(family_render.history(template.format.name, messages), **extra)
+        return template.render(messages, **extra)
     if template.renders_calls and (tools or has_tool_turns):  # DeepSeek's: calls native
         return template.render(with_tools_described(messages, tools, template.call_syntax),
                                **extra)

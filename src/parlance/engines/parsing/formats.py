@@ -152,7 +152,7 @@ FORMATS: tuple[ChatFormat, ...] = (
                stops=("<|END_OF_TURN_TOKEN|>",)),
     ChatFormat("granite", "Granite 3.x", ("<|start_of_role|>", "<|tool_call|>"), GRANITE,
                reasoning=THINK, markup=GRANITE_MARKUP, stops=("<|end_of_text|>",),
-               thinking_switch="thinking"),
+               thinking_switch="thinking", calls_in_content=True),
     ChatFormat("granite_4", "Granite 4.0", ("<|start_of_role|>", "<tool_call>"), HERMES,
                stops=("<|end_of_text|>",)),
     ChatFormat("hermes", "Hermes 2 Pro, Qwen 2.5, Qwen3, QwQ", ("<tool_call>",), HERMES,
