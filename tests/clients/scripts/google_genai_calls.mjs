@@ -11,8 +11,12 @@ const wanted = (process.env.PARLANCE_PARTS || "").split(",").filter(Boolean);
 const WEATHER = { name: "get_weather", description: "Current weather in a city",
                   parametersJsonSchema: { type: "object", required: ["city"],
                                           properties: { city: { type: "string" } } } };
-const PERSON = { type: "object", properties: { name: { type: "string" },
-                                               age: { type: "integer" } },
+// Bounded by the schema (an ASCII name of at most 24 letters, an age of at most 3 digits)
+// so the grammar finishes the object well inside maxOutputTokens, whatever a sampled
+// tiny model writes: a name cut by the token limit would be JSON no client can parse.
+const NAME = { type: "string", pattern: "^[A-Za-z ]{1,24}$" };
+const AGE = { type: "integer", minimum: 0, maximum: 150 };
+const PERSON = { type: "object", properties: { name: NAME, age: AGE },
                  required: ["name", "age"] };
 const finish = (r) => r.candidates[0].finishReason;
 
@@ -55,8 +59,8 @@ const parts = {
     const bySchema = await ai.models.generateContent({ model, contents: "Invent a person.",
       config: { responseMimeType: "application/json", maxOutputTokens: 64,
                 responseSchema: { type: Type.OBJECT, required: ["name", "age"],
-                                  properties: { name: { type: Type.STRING },
-                                                age: { type: Type.INTEGER } } } } });
+                                  properties: { name: { ...NAME, type: Type.STRING },
+                                                age: { ...AGE, type: Type.INTEGER } } } } });
     return { json_schema: JSON.parse(byJson.text), schema: JSON.parse(bySchema.text) };
   },
   async thinking() {

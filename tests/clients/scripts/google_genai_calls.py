@@ -8,7 +8,7 @@ import os
 from _report import report
 from google import genai
 from google.genai import errors, types
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 URL = os.environ["PARLANCE_URL"]
 MODEL = os.environ.get("PARLANCE_MODEL", "smollm2-135m-instruct")
@@ -24,8 +24,10 @@ NO_AFC = types.AutomaticFunctionCallingConfig(disable=True)
 
 
 class Person(BaseModel):
-    name: str
-    age: int
+    """Bounded so the grammar ends the object well inside `max_output_tokens` whatever a
+    sampled tiny model writes (a name cut by the limit is JSON nothing can parse)."""
+    name: str = Field(pattern=r"^[A-Za-z ]{1,24}$")
+    age: int = Field(ge=0, le=150)
 
 
 def _finish(response: types.GenerateContentResponse) -> str:
