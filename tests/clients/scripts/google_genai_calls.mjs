@@ -8,14 +8,15 @@ const ai = new GoogleGenAI({ apiKey: "unused",
                                             timeout: 1800000 } });
 const model = process.env.PARLANCE_MODEL;
 const wanted = (process.env.PARLANCE_PARTS || "").split(",").filter(Boolean);
-const WEATHER = { name: "get_weather", description: "Current weather in a city",
-                  parametersJsonSchema: { type: "object", required: ["city"],
-                                          properties: { city: { type: "string" } } } };
-// Bounded by the schema (an ASCII name of at most 24 letters, an age of at most 3 digits)
-// so the grammar finishes the object well inside maxOutputTokens, whatever a sampled
-// tiny model writes: a name cut by the token limit would be JSON no client can parse.
+// The call's city and the person are bounded by their schemas (ASCII names of at most
+// 24 letters, an age of at most 3 digits), so the grammar ends them well inside
+// maxOutputTokens whatever a sampled tiny model writes: a string cut by the token limit
+// is JSON no client can parse.
 const NAME = { type: "string", pattern: "^[A-Za-z ]{1,24}$" };
 const AGE = { type: "integer", minimum: 0, maximum: 150 };
+const WEATHER = { name: "get_weather", description: "Current weather in a city",
+                  parametersJsonSchema: { type: "object", required: ["city"],
+                                          properties: { city: NAME } } };
 const PERSON = { type: "object", properties: { name: NAME, age: AGE },
                  required: ["name", "age"] };
 const finish = (r) => r.candidates[0].finishReason;

@@ -18,8 +18,9 @@ client = genai.Client(api_key="unused", http_options=types.HttpOptions(
 
 WEATHER = types.FunctionDeclaration(
     name="get_weather", description="Current weather in a city",
-    parameters_json_schema={"type": "object", "properties": {"city": {"type": "string"}},
-                            "required": ["city"]})
+    parameters_json_schema={"type": "object", "required": ["city"], "properties": {
+        # bounded, so the forced call ends inside max_output_tokens whatever is sampled
+        "city": {"type": "string", "pattern": "^[A-Za-z ]{1,24}$"}}})
 NO_AFC = types.AutomaticFunctionCallingConfig(disable=True)
 
 
