@@ -138,14 +138,17 @@ class ServeConfig:
         off="llama.cpp's own attention kernels, chosen by each batch's shape (a greedy "
         "answer may then differ between runs; the default only where llama-cpp-python "
         "lacks Parlance's patch)")
-    # Off by default: it pays only on text that copies long spans of its input.
-    # (The choices are the llama.cpp engine's `SPECULATIVE_MODES`, not imported: that
-    # would load llama.cpp for every command.)
-    speculative: str = setting(
-        "off", "speculative decoding: 'ngram' drafts tokens from the prompt and the text "
+    # Unset: 'ngram' wherever batch-invariant attention is on (the drafts need it to keep
+    # the answer, and it is free only with Parlance's patch): looking for drafts costs
+    # well under 1% of a step, and speculation turns itself off where nothing repeats
+    # (docs/speculation.md). (The choices are the llama.cpp engine's
+    # `SPECULATIVE_MODES`, not imported: that would load llama.cpp for every command.)
+    speculative: str | None = setting(
+        None, "speculative decoding: 'ngram' drafts tokens from the prompt and the text "
         "so far and verifies them in the same decode step (the same output either way: "
         "it implies --batch-invariant); 'draft' drafts them with --draft-model (implied "
-        "by it); 'off' (the default) decodes one token per step",
+        "by it); 'off' decodes one token per step (default: 'ngram' where batch-invariant "
+        "attention is on, else 'off')",
         choices=("ngram", "draft", "off"))
     chat_format: str | None = setting(
         None, "the chat format the model's output is parsed and forced in (default: "

@@ -89,10 +89,13 @@ def test_speculative_is_a_setting_checked_wherever_it_comes_from(tmp_path, monke
                                                                  capsys):
     from parlance.cli.wiring import speculative_settings
 
-    assert ServeConfig().speculative == "off"
+    assert ServeConfig().speculative is None
     assert _serve_parser().parse_args(["--speculative", "ngram"]).speculative == "ngram"
     assert speculative_settings(ServeConfig(speculative="ngram")).enabled is True
-    assert speculative_settings(ServeConfig()).enabled is False
+    assert speculative_settings(ServeConfig(speculative="off")).enabled is False
+    # unset: n-gram drafts wherever the attention that keeps their answers is on
+    assert speculative_settings(ServeConfig(batch_invariant=True)).mode == "ngram"
+    assert speculative_settings(ServeConfig(batch_invariant=False)).mode == "off"
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PARLANCE_SPECULATIVE", "eagle")
     assert main(["serve", "--model", "smollm2"]) == 2  # refused before any load

@@ -124,11 +124,15 @@ def batch_invariant_setting(config: ServeConfig) -> bool:
 
 
 def speculative_settings(config: ServeConfig) -> SpeculativeSettings:
-    """--speculative (checked by `config.resolve_config`, wherever it came from)."""
+    """--speculative (checked by `config.resolve_config`, wherever it came from); unset:
+    n-gram drafts wherever batch-invariant attention is on, which they need to leave
+    the answer as it is (turned off, or a build without the patch: no drafts)."""
     from parlance.engines.llamacpp.speculation import SpeculativeMode, SpeculativeSettings
 
-    return SpeculativeSettings(mode=cast(SpeculativeMode, config.speculative),
-                               draft_cost=config.draft_cost)
+    mode = config.speculative
+    if mode is None:
+        mode = "ngram" if batch_invariant_setting(config) else "off"
+    return SpeculativeSettings(mode=cast(SpeculativeMode, mode), draft_cost=config.draft_cost)
 
 
 def prompt_cache_settings(config: ServeConfig) -> CacheSettings:

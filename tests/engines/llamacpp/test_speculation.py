@@ -12,6 +12,8 @@ from parlance.engines.llamacpp.copying import CONFIRM, Copy
 from parlance.engines.llamacpp.drafting import Acceptance, NgramDrafter
 from parlance.engines.llamacpp.speculation import (
     DEFAULT_SPECULATION,
+    IDLE_LOOKS,
+    MAX_SKIPPED,
     Candidate,
     SequenceDraft,
     SpeculativeSettings,
@@ -185,6 +187,33 @@ def test_a_run_of_sequences_all_copying_drafts_the_same_length_in_one_ubatch():
     # With a gap in the slots they are two runs, each evaluated on its own.
     split = plan([candidate(slot, COPIED[:20]) for slot in (0, 1, 2, 3, 5, 6, 7, 8)])
     assert all(split)
+
+
+def test_a_batch_whose_looks_keep_finding_nothing_is_looked_at_less_often():
+    """Free prose over many streams never drafts; looking costs a step's planning each
+    time, so after IDLE_LOOKS fruitless looks steps are skipped between looks (at most
+    MAX_SKIPPED). A copy that turns up is still found within MAX_SKIPPED + 1 steps, with
+    every token since taken in; one stream alone is looked at every step."""
+    speculator = Speculator(DEFAULT_SPECULATION, EngineMetrics())
+    start = speculator.start
+    prose = [start(NgramDrafter(CONTEXT), 1)[0] for _ in range(8)]
+    steps, looks = IDLE_LOOKS * (MAX_SKIPPED + 1) * 4, 0
+    for step in range(1, steps + 1):
+        batch = [Candidate(slot, state, 64, list(range(1000, 1000 + step)), lambda t: t)
+                 for slot, state in enumerate(prose)]
+        assert speculator.plan(batch, 500) == [[]] * 8
+        looks += len(prose[0].drafter.tokens) == len(CONTEXT) + step  # taken in: a look
+    assert steps / (MAX_SKIPPED + 1) <= looks < steps / 2
+    # a lone stream is never skipped, whatever came before
+    assert speculator.plan([candidate(0, COPIED[:20])], 500)[0]
+    copying = [start(NgramDrafter(CONTEXT), 1)[0] for _ in range(8)]
+    waited = 0
+    while not any(drafts := speculator.plan(
+            [Candidate(slot, state, 64, COPIED[:20 + waited], lambda t: t)
+             for slot, state in enumerate(copying)], 500)):
+        waited += 1
+    assert waited <= MAX_SKIPPED
+    assert drafts[0] == COPIED[20 + waited:20 + waited + len(drafts[0])]
 
 
 def test_after_the_model_departs_from_a_copy_the_copy_resumes_where_it_broke_off():

@@ -36,6 +36,11 @@ SPECULATIVE_MODES: tuple[SpeculativeMode, ...] = ("ngram", "draft", "off")
 MAX_DRAFT = 32  # tokens a sequence may draft in one step
 GAIN = 1.05  # a plan must beat no drafts by this factor in tokens per unit of cost
 SPARSE_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24)  # weighed in a batch of many sequences
+# A batch whose looks keep finding no draft worth its rows (free prose over many
+# streams) is looked at less often: after each IDLE_LOOKS fruitless looks, one more step
+# between looks, up to MAX_SKIPPED. A skipped step only defers: at the next look every
+# sequence's index and copy take in all its tokens since.
+IDLE_LOOKS, MAX_SKIPPED = 8, 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +191,8 @@ class Speculator:
         self.settings = settings
         self.metrics = metrics
         self.proposer = proposer
+        self._fruitless = 0  # looks in a row that drafted nothing
+        self._skipping = 0  # steps left before the next look
 
     @property
     def enabled(self) -> bool:
@@ -208,6 +215,21 @@ class Speculator:
         draft rows the batch has left."""
         if self.proposer is not None:
             return self.proposer.plan(candidates, room, unified=unified)
+        if self._skipping and len(candidates) > 1:
+            self._skipping -= 1
+            return [[] for _ in candidates]
+        drafts, promising = self._weigh(candidates, room, unified)
+        if promising:
+            self._fruitless = 0
+        else:
+            self._fruitless += 1
+            self._skipping = min(self._fruitless // IDLE_LOOKS, MAX_SKIPPED)
+        return drafts
+
+    def _weigh(self, candidates: list[Candidate], room: int,
+               unified: bool) -> tuple[list[list[int]], bool]:
+        """Each candidate's draft: the plan that most raises the step's tokens per unit
+        of cost, if it beats no drafts by GAIN; and whether any plan beat no drafts."""
         drafts: list[list[int]] = [[] for _ in candidates]
         cost = self.settings.cost
         slots = [c.slot for c in candidates]
@@ -216,9 +238,12 @@ class Speculator:
         # this step makes tokens without drafts.
         floor = cost.per_row * base
         proposals = [p for i, c in enumerate(candidates)
-                     if (p := self._propose(i, c, room)) is not None and p.worth(floor)]
-        if not proposals:
-            return drafts
+                     if (p := self._propose(i, c, room, floor)) is not None and p.worth(floor)]
+        # No row costs less than `per_row`, and a draft's first token is its likeliest,
+        # so no plan beats `base` by more than its best first token beats `floor`: where
+        # that is short of GAIN (free prose, a large batch), weighing lengths is wasted.
+        if not proposals or max(p.expected[1] for p in proposals) < floor * GAIN:
+            return drafts, False
         step = _Step(slots, proposals, room, cost, unified)
         # Sequences of consecutive slots that all draft one length share one ubatch.
         for run in step.runs():
@@ -228,12 +253,15 @@ class Speculator:
         for p in sorted(proposals, key=lambda p: -p.expected[-1] / len(p.tokens)):
             step.try_lengths([p], p.options(proposals, every=len(candidates) <= 2))
         if step.best < base * GAIN:
-            return drafts
+            return drafts, step.best > base  # some plan gained, not enough
         for p in proposals:
             drafts[p.index] = p.tokens[:p.length]
-        return drafts
+        return drafts, True
 
-    def _propose(self, index: int, candidate: Candidate, room: int) -> _Proposal | None:
+    def _propose(self, index: int, candidate: Candidate, room: int,
+                 floor: float) -> _Proposal | None:
+        """The candidate's draft, None where its first token is not likelier than
+        `floor` (then no length of it is worth its rows: `_Proposal.worth`)."""
         state = candidate.state
         limit = min(candidate.limit, room, self.settings.max_draft)
         if state is None or limit <= 0:
@@ -242,6 +270,8 @@ class Speculator:
         if match is None:
             return None
         state.match = match
+        if state.acceptance.chance(match) <= floor:
+            return None
         expected = state.acceptance.expected(match, limit)
         if len(expected) < 2:
             return None
