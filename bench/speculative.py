@@ -31,7 +31,7 @@ tokens / first request sent → last token), the ratios spec/off, spec/ngram-mod
 draft/off and off/off-stock (what batch invariance costs), the acceptance rates of spec
 and draft from `/metrics` (accepted / drafted draft tokens: load independent), whether
 spec and draft each gave off's greedy text for every stream, and the regression
-guards on the default server (off): single stream (prose) vs the raw llama.cpp loop of
+guards on the server without drafts (off): single stream (prose) vs the raw llama.cpp loop of
 bench/single_stream.py (≥ 0.97) and 8 streams (prose) vs llama-server (≥ 1.0).
 
 Targets (issue: speculative decoding): code-edit single stream spec ≥ 1.6× off and

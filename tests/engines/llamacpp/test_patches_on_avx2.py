@@ -29,7 +29,9 @@ pytestmark = pytest.mark.peers
 PATCHES = Path(__file__).resolve().parents[3] / "patches"
 AVX2_ONLY = ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON",
              "-DGGML_F16C=ON", "-DGGML_BMI2=ON", "-DGGML_AVX512=OFF", "-DGGML_AVX_VNNI=OFF",
-             "-DBUILD_SHARED_LIBS=OFF", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_OPENMP=ON"]
+             "-DBUILD_SHARED_LIBS=OFF", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_OPENMP=ON",
+             "-DGGML_BUILD_TESTS=OFF", "-DGGML_BUILD_EXAMPLES=OFF",
+             "-DGGML_LLAMAFILE=ON"]  # (llama.cpp turns it on; ggml alone does not)
 
 
 def _run(command: list[str], cwd: Path, log: Path) -> None:
@@ -59,6 +61,9 @@ def _avx2_ggml() -> Path:
     shutil.copytree(source / "ggml", tree / "ggml")
     for patch in patches:  # (they touch ggml/ alone)
         _run(["patch", "-s", "-p1", "-i", str(patch)], tree, log)
+    # ggml built on its own writes a pkg-config file from this template, which the sdist
+    # leaves out (llama.cpp's own build never asks for it)
+    (tree / "ggml" / "ggml.pc.in").touch()
     _run(["cmake", "-S", "ggml", "-B", "build", *AVX2_ONLY], tree, log)
     _run(["cmake", "--build", "build", "--target", "ggml-cpu", "ggml", "-j", "2"], tree, log)
     check = root / "q4_1_gemm"
