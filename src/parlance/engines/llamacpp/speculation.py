@@ -36,7 +36,7 @@ SPECULATIVE_MODES: tuple[SpeculativeMode, ...] = ("ngram", "draft", "off")
 MAX_DRAFT = 32  # tokens a sequence may draft in one step
 GAIN = 1.05  # a plan must beat no drafts by this factor in tokens per unit of cost
 SPARSE_LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24)  # weighed in a batch of many sequences
-# A batch whose looks keep finding no draft worth its rows (free prose over many
+# A batch whose looks keep finding no plan better than none (free prose over many
 # streams) is looked at less often: after each IDLE_LOOKS fruitless looks, one more step
 # between looks, up to MAX_SKIPPED. A skipped step only defers: at the next look every
 # sequence's index and copy take in all its tokens since.
@@ -191,7 +191,7 @@ class Speculator:
         self.settings = settings
         self.metrics = metrics
         self.proposer = proposer
-        self._fruitless = 0  # looks in a row that drafted nothing
+        self._fruitless = 0  # looks in a row where no plan beat drafting nothing
         self._skipping = 0  # steps left before the next look
 
     @property
