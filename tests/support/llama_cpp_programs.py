@@ -118,7 +118,7 @@ def _built(root: Path) -> bool:
 
 
 def _build(root: Path, log: TextIO) -> None:
-    source = _unpacked_sdist(root, log)
+    source = unpacked_sdist(root, log)
     build, build_log = root / "build", root / "build.log"
     print(f"building {', '.join(TARGETS)} from {source} (once; log in {build_log}) …",
           file=log)
@@ -140,7 +140,7 @@ def _build(root: Path, log: TextIO) -> None:
     _stamp(root).write_text("".join(f"{_binary(root, n)}\n" for n in TARGETS))
 
 
-def _unpacked_sdist(root: Path, log: TextIO) -> Path:
+def unpacked_sdist(root: Path, log: TextIO) -> Path:
     """llama-cpp-python's vendored llama.cpp, from its sdist fetched by pip itself
     (its index and proxy settings). `--no-build-isolation` lets pip read the sdist's
     metadata with the scikit-build-core installed here, instead of fetching a builder."""

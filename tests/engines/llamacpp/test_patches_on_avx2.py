@@ -20,8 +20,8 @@ import pytest
 from tests.support.llama_cpp_programs import (
     BuildToolsMissing,
     PeerUnavailable,
-    _unpacked_sdist,
     build_root,
+    unpacked_sdist,
 )
 
 pytestmark = pytest.mark.peers
@@ -55,7 +55,7 @@ def _avx2_ggml() -> Path:
     if stamp.exists():
         return root
     root.mkdir(parents=True, exist_ok=True)
-    source = _unpacked_sdist(build_root(), sys.stderr)
+    source = unpacked_sdist(build_root(), sys.stderr)
     tree, log = root / "llama.cpp", root / "build.log"
     shutil.rmtree(tree, ignore_errors=True)
     shutil.copytree(source / "ggml", tree / "ggml")

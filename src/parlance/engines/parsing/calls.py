@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from parlance.core.events import Event, ToolCallArgs, ToolCallEnd, ToolCallStart
 from parlance.engines.parsing.json_end import JsonEnd
+from parlance.engines.parsing.stepped import SteppedRegion
 
 ARGUMENT_KEYS = ('"arguments"', '"parameters"')
 NAME_KEYS = ('"name"', '"tool_name"')  # Command R7B's calls name their tool `tool_name`
@@ -173,7 +174,7 @@ def _holds_object(text: str) -> bool:
         return False
 
 
-class CallStream:
+class CallStream(SteppedRegion):
     """One region's calls. `push` text, then `close` once the region ends."""
 
     def __init__(self, index: int, first_call: int, known: frozenset[str] | None = None,
@@ -185,8 +186,7 @@ class CallStream:
         self.next_call = first_call
         self._known = known  # when set, a name outside it means "not a call"
         self._freeform = freeform  # tools that take raw text
-        self._buf = ""
-        self._raw = ""
+        super().__init__()
         self._state = "between"  # between | args | tail | input | buffered
         self._wrapped = True
         self._decode: str | None = None  # JSON arguments of a freeform tool, until whole
@@ -194,14 +194,6 @@ class CallStream:
         self._input_started = False
         self._json_end = JsonEnd()
         self.emitted = False
-
-    def push(self, text: str) -> list[Event]:
-        self._raw += text
-        self._buf += text
-        events: list[Event] = []
-        while self._buf and self._step(events):
-            pass
-        return events
 
     def close(self, *, cut: bool = False) -> tuple[list[Event], str]:
         """End of the region: (events, text to emit as content instead). `cut`: the

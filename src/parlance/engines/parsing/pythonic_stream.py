@@ -16,6 +16,7 @@ from typing import Any
 
 from parlance.core.events import Event, ToolCallArgs, ToolCallEnd, ToolCallStart
 from parlance.engines.parsing.calls import new_call_id
+from parlance.engines.parsing.stepped import SteppedRegion
 
 _WS = " \t\r\n"
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
@@ -69,7 +70,7 @@ class _ValueEnd:
         return None
 
 
-class PythonicCallStream:
+class PythonicCallStream(SteppedRegion):
     """One region's calls. `listed`: a `[…]` list of calls (Llama 4); else one call
     (`name.call(…)`, Llama 3's builtin tools). `push` text, then `close`."""
 
@@ -79,8 +80,7 @@ class PythonicCallStream:
         self.next_call = first_call
         self._known = known
         self._listed = listed
-        self._buf = ""
-        self._raw = ""
+        super().__init__()
         self._state = "open" if listed else "between"  # open|between|key|value|done|junk
         self._params = 0
         self._key = ""
@@ -92,14 +92,6 @@ class PythonicCallStream:
     def abandoned(self) -> bool:
         """The region is no call after all (nothing was called): its text is content."""
         return self._state == "junk" and not self.emitted
-
-    def push(self, text: str) -> list[Event]:
-        self._raw += text
-        self._buf += text
-        events: list[Event] = []
-        while self._buf and self._step(events):
-            pass
-        return events
 
     def close(self, *, cut: bool = False) -> tuple[list[Event], str]:
         """End of the region: (events, text to emit as content instead)."""

@@ -14,6 +14,7 @@ from parlance.core.events import Event, TextDelta, ToolCallArgs, ToolCallEnd, To
 from parlance.engines.parsing.calls import new_call_id
 from parlance.engines.parsing.json_end import JsonEnd
 from parlance.engines.parsing.python_tag import CODE_TOOLS
+from parlance.engines.parsing.stepped import SteppedRegion
 from parlance.engines.text import partial_suffix
 
 NEXT = ">>>"
@@ -21,26 +22,19 @@ _RECIPIENT = re.compile(r"[ \t]*([A-Za-z_][\w.\-]*[ \t]*(\r?\n|$)|$)")
 _WS = " \t\r\n"
 
 
-class RecipientStream:
+class RecipientStream(SteppedRegion):
     """The output's messages from its first recipient on. `push`, then `close`."""
 
     def __init__(self, index: int, first_call: int, tool_names: frozenset[str]) -> None:
         self._index = index
         self.next_call = first_call
         self._tools = tool_names
-        self._buf = ""
+        super().__init__()
         self._state = "name"  # name | text | args | json | code | after
         self._json_end = JsonEnd()
         self._text_started = False
         self._name_called = ""
         self.emitted = False
-
-    def push(self, text: str) -> list[Event]:
-        self._buf += text
-        events: list[Event] = []
-        while self._buf and self._step(events):
-            pass
-        return events
 
     def close(self, *, cut: bool = False) -> tuple[list[Event], str]:
         events: list[Event] = []

@@ -18,6 +18,7 @@ from typing import Any
 from parlance.core.events import Event, ToolCallArgs, ToolCallEnd, ToolCallStart
 from parlance.engines.parsing.calls import new_call_id
 from parlance.engines.parsing.json_end import JsonEnd
+from parlance.engines.parsing.stepped import SteppedRegion
 from parlance.engines.parsing.syntax import Tagged
 from parlance.engines.text import partial_suffix
 
@@ -50,7 +51,7 @@ def _value(text: str, as_string: bool) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-class TaggedCallStream:
+class TaggedCallStream(SteppedRegion):
     """One region's calls. `push` text, then `close` once the region ends."""
 
     def __init__(self, tags: Tagged, index: int, first_call: int,
@@ -61,8 +62,7 @@ class TaggedCallStream:
         self.next_call = first_call
         self._known = known
         self._schemas = schemas or {}
-        self._buf = ""
-        self._raw = ""
+        super().__init__()
         self._state = "open"  # open | name | json | params | key | value | after | done
         self._name = ""
         self._params = 0  # parameters written so far in this call
@@ -74,14 +74,6 @@ class TaggedCallStream:
         self._json_end = JsonEnd()
         self._name_started = ""
         self.emitted = False
-
-    def push(self, text: str) -> list[Event]:
-        self._raw += text
-        self._buf += text
-        events: list[Event] = []
-        while self._buf and self._step(events):
-            pass
-        return events
 
     def close(self, *, cut: bool = False) -> tuple[list[Event], str]:
         """End of the region: (events, text to emit as content instead)."""
