@@ -34,6 +34,7 @@ takes long on 2 cores; `--quick` replays the Codex session only with parity at 1
 
     python bench/agent_turns.py            # the full run
     python bench/agent_turns.py --quick
+    python bench/agent_turns.py --agents claude-code --sizes none   # its cold first request
 """
 
 from __future__ import annotations
@@ -278,6 +279,11 @@ def targets(agent: str, results: list[Measured], turns: int) -> list[tuple[str, 
                    f"(evaluated {restarted[PARLANCE].evaluated} of "
                    f"{restarted[PARLANCE].prompt_tokens})"))
     if agent == "claude-code":
+        ours, theirs = cold, find(results, LLAMA, "session 1 turn 1")
+        ratio = ours.ttft / theirs.ttft
+        checks.append((f"{agent} first request cold: ttft <= 0.5 x llama-server", ratio <= 0.5,
+                       f"{ours.ttft:.2f} s / {theirs.ttft:.2f} s = {ratio:.2f} "
+                       f"({ours.evaluated} / {theirs.evaluated} tokens evaluated)"))
         for turn in range(2, turns + 1):
             label = f"session 1 turn {turn}"
             ours, theirs = find(results, PARLANCE, label), find(results, LLAMA, label)
@@ -354,13 +360,21 @@ def main() -> None:
                              "/v1/completions; api: each its own /v1/messages or "
                              "/v1/responses (llama-server leaves out the tools SmolLM2's "
                              "template has no place for: a much shorter prompt)")
+    parser.add_argument("--agents", default=None,
+                        help="recordings to replay, comma-separated (default: codex,claude-code; "
+                             "codex with --quick)")
+    parser.add_argument("--sizes", default=None,
+                        help="prompt-processing sizes in tokens, comma-separated, after the "
+                             "last agent; 'none' skips them (default: 2048,8192,16384; "
+                             "1024,2048 with --quick)")
     parser.add_argument("--prefixes", action="store_true",
                         help="only show where each recorded prompt parts from the previous "
                              "one, token by token after templating (no server, no prefill)")
     args = parser.parse_args()
     args.ctx_size = args.ctx_size or (16384 if args.quick else 32768)
-    agents = ["codex"] if args.quick else ["codex", "claude-code"]
-    sizes = [1024, 2048] if args.quick else [2048, 8192, 16384]
+    agents = (args.agents or ("codex" if args.quick else "codex,claude-code")).split(",")
+    sizes_text = args.sizes or ("1024,2048" if args.quick else "2048,8192,16384")
+    sizes = [] if sizes_text == "none" else [int(size) for size in sizes_text.split(",")]
     if args.prefixes:
         return prefixes(agents)
     stop_servers_on_sigterm()

@@ -11,6 +11,9 @@ alternated, median of `--runs`:
 * `parlance-stock-q4_1` (with `--gemm`): the same with `PARLANCE_Q4_1_GEMM=off`, the
   Q4_1 prompt GEMM patch (`patches/llama.cpp-q4_1-gemm.patch`) switched off, so the
   ratio is that patch's alone in the same run;
+* `parlance-f32-attention` (with `--attention`): the same with `PARLANCE_FA_BF16=0`,
+  the attention kernel's BF16 products switched off (F32, as stock), so the ratio is
+  theirs alone;
 * `raw`: llama-cpp-python's `Llama.eval` in this process on the same build (same
   threads, 512-token batches, flash attention): the engine with no server around it;
 * `llama-server`: built from the same llama.cpp without Parlance's patches
@@ -21,6 +24,7 @@ parlance / raw (the issue's target: >= 2.0x llama-server at every size). Times d
 on load: run it on a quiet machine; the load average is printed before and after.
 
     python bench/prompt_processing.py [--sizes 2048,8192,16384] [--runs 3] [--gemm]
+        [--attention]
 """
 
 from __future__ import annotations
@@ -49,7 +53,12 @@ from servers import Server, free_port, stop_servers_on_sigterm
 
 from parlance.models.registry import DEFAULT_MODEL, builtin_registry
 
-RAW, STOCK_GEMM = "raw", "parlance-stock-q4_1"
+RAW = "raw"
+# the sides that switch one patch's speed-up off, by flag: (side, environment)
+SWITCHED_OFF = {
+    "gemm": ("parlance-stock-q4_1", {"PARLANCE_Q4_1_GEMM": "off"}),
+    "attention": ("parlance-f32-attention", {"PARLANCE_FA_BF16": "0"}),
+}
 BATCH = 512
 
 
@@ -83,6 +92,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="timings per side and size")
     parser.add_argument("--gemm", action="store_true",
                         help="add Parlance with the Q4_1 prompt GEMM switched off")
+    parser.add_argument("--attention", action="store_true",
+                        help="add Parlance with the attention's BF16 products switched off")
     parser.add_argument("--no-raw", action="store_true", help="skip the in-process engine")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -96,10 +107,11 @@ def main() -> None:
             servers: dict[str, Server] = {
                 PARLANCE: parlance_server(free_port(), Path(tmp) / "a", 1, ctx),
                 LLAMA: llama_server(free_port(), model, 1, ctx)}
-            if args.gemm:
-                stock = parlance_server(free_port(), Path(tmp) / "b", 1, ctx)
-                stock.env = {**os.environ, "PARLANCE_Q4_1_GEMM": "off"}
-                servers[STOCK_GEMM] = stock
+            for flag, (side, env) in SWITCHED_OFF.items():
+                if getattr(args, flag):
+                    switched = parlance_server(free_port(), Path(tmp) / side, 1, ctx)
+                    switched.env = {**os.environ, **env}
+                    servers[side] = switched
             for server in servers.values():
                 server.__enter__()
             try:
@@ -145,18 +157,19 @@ def raw_tokens(server: Server, text: str) -> list[int]:
 
 def report(times: dict[tuple[str, int], list[float]], sizes: list[int]) -> None:
     sides = sorted({side for side, _ in times}, key=lambda s: (s != PARLANCE, s))
+    switched = [(flag, side) for flag, (side, _) in SWITCHED_OFF.items() if side in sides]
     print(f"\nprompt tokens/s, median of {len(next(iter(times.values())))} "
           f"(2 threads, {BATCH}-token batches)")
     print(f"  {'size':>6}  " + "  ".join(f"{s:>20}" for s in sides)
           + "  parlance/llama-server  parlance/raw"
-          + ("  gemm on/off" if any(s == STOCK_GEMM for s in sides) else ""))
+          + "".join(f"  {flag + ' on/off':>16}" for flag, _ in switched))
     for size in sizes:
         median = {s: statistics.median(times[(s, size)]) for s in sides if (s, size) in times}
         row = f"  {size:>6}  " + "  ".join(f"{median.get(s, 0.0):>20.1f}" for s in sides)
         row += f"  {median[PARLANCE] / median[LLAMA]:>20.2f}x"
         row += f"  {median[PARLANCE] / median[RAW]:>11.2f}x" if RAW in median else f"  {'-':>12}"
-        if STOCK_GEMM in median:
-            row += f"  {median[PARLANCE] / median[STOCK_GEMM]:>10.2f}x"
+        for _, side in switched:
+            row += f"  {median[PARLANCE] / median[side]:>15.2f}x"
         print(row)
 
 

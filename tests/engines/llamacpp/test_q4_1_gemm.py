@@ -4,40 +4,21 @@ prompt's answer does not depend on the switch nor on how many rows share a batch
 
 from __future__ import annotations
 
-import ctypes
-import os
-
 import llama_cpp
 import numpy as np
 import pytest
 
+from tests.support.patched_ggml import patched_ggml
 from tests.support.real_engine import model_path
 
-LIBRARY_NAMES = ("libggml-cpu.so.0", "libggml-cpu.so", "libggml-cpu.dylib", "ggml-cpu.dll")
 SETTER, GETTER = "ggml_cpu_set_q4_1_gemm", "ggml_cpu_get_q4_1_gemm"
-
-
-def library() -> ctypes.CDLL:
-    """The libggml-cpu llama.cpp already runs (RTLD_NOLOAD: never a second copy)."""
-    mode = getattr(os, "RTLD_NOLOAD", 0) | ctypes.DEFAULT_MODE
-    for name in LIBRARY_NAMES:
-        try:
-            found = ctypes.CDLL(name, mode=mode)
-        except OSError:
-            continue
-        if hasattr(found, SETTER):
-            found[SETTER].argtypes, found[SETTER].restype = [ctypes.c_bool], None
-            found[GETTER].argtypes, found[GETTER].restype = [], ctypes.c_bool
-            return found
-    raise AssertionError("llama-cpp-python lacks patches/llama.cpp-q4_1-gemm.patch: "
-                         "`make install` builds it from its sdist with the patch")
 
 
 @pytest.mark.model
 def test_prompt_logits_are_bit_identical_with_the_gemm_and_without() -> None:
     llm = llama_cpp.Llama(str(model_path()), n_ctx=512, n_batch=128, n_ubatch=128,
                           n_threads=2, logits_all=True, verbose=False)
-    ggml = library()
+    ggml = patched_ggml(SETTER, GETTER)
     was = ggml[GETTER]()
     text = " ".join(f"line {i}: the quick brown fox {i * 7 % 13} jumps" for i in range(30))
     tokens = llm.tokenize(text.encode())[:300]  # batches of 128, 128 and 44 rows
