@@ -451,14 +451,24 @@ async def test_decisions_through_llama_server(llama):
     """Decisions through the upstream engine in front of llama-server (SmolLM2): the
     labels are read from the top log-probabilities its chat completions return (its
     `n_probs`), and they agree with Parlance's own teacher forcing of the same prompts
-    (two builds of llama.cpp: close, not equal); a label of several tokens is a 501."""
+    (two builds of llama.cpp: close, not equal); a label of several tokens is a 501.
+    llama-server's stock build multiplies attention in F32; Parlance's takes BF16
+    products where the CPU has them, which moves these probabilities by a few hundredths,
+    so the local side here takes F32 products too: the test is of how labels are read."""
     from parlance.core import decisions as d
+    from tests.support.patched_ggml import patched_ggml
 
     context = "I was charged twice for my subscription renewal and nobody answers."
     decision = d.Decision(MODEL, context, (
         d.predicate("Is the customer angry?"),
         d.scale("How urgent is this?", ["low", "mid", "high"])))
-    local = d.answers(decision, (await llama.score(d.score_request(decision))).prompts)
+    ggml = patched_ggml("ggml_cpu_set_flash_attn_bf16", "ggml_cpu_get_flash_attn_bf16")
+    was = ggml["ggml_cpu_get_flash_attn_bf16"]()
+    ggml["ggml_cpu_set_flash_attn_bf16"](False)
+    try:
+        local = d.answers(decision, (await llama.score(d.score_request(decision))).prompts)
+    finally:
+        ggml["ggml_cpu_set_flash_attn_bf16"](was)
     body = {"model": MODEL, "input": context, "questions": [
         {"type": "predicate", "instructions": "Is the customer angry?"},
         {"type": "score", "instructions": "How urgent is this?",

@@ -62,18 +62,24 @@ class Switch:
                 self._set(False)
 
 
-@cache
-def switch() -> Switch | None:
-    """The loaded libggml-cpu's switch; None when the library was built without it."""
+def loaded_ggml_cpu(symbol: str) -> ctypes.CDLL | None:
+    """The libggml-cpu llama.cpp already runs, if it exports `symbol` (a patch's)."""
     mode = getattr(os, "RTLD_NOLOAD", 0) | ctypes.DEFAULT_MODE
     for name in LIBRARY_NAMES:
         try:
             library = ctypes.CDLL(name, mode=mode)
         except OSError:
             continue
-        if hasattr(library, SETTER) and hasattr(library, GETTER):
-            return Switch(library)
+        if hasattr(library, symbol):
+            return library
     return None
+
+
+@cache
+def switch() -> Switch | None:
+    """The loaded libggml-cpu's switch; None when the library was built without it."""
+    library = loaded_ggml_cpu(SETTER)
+    return Switch(library) if library is not None and hasattr(library, GETTER) else None
 
 
 def available() -> bool:
