@@ -13,7 +13,7 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from tests.support.patched_ggml import patched_ggml
+from tests.support.patched_ggml import prompt_logits, switched
 from tests.support.real_engine import model_path
 
 SETTER, GETTER = "ggml_cpu_set_flash_attn_bf16", "ggml_cpu_get_flash_attn_bf16"
@@ -32,23 +32,14 @@ def cpu_has_avx512_bf16() -> bool:
 def test_bf16_products_are_taken_where_the_cpu_has_them_and_only_round_the_logits() -> None:
     llm = llama_cpp.Llama(str(model_path()), n_ctx=1024, n_batch=256, n_ubatch=256,
                           n_threads=2, flash_attn=True, logits_all=True, verbose=False)
-    ggml = patched_ggml(SETTER, GETTER)
-    was = ggml[GETTER]()
     text = " ".join(f"item {i}: the {i * 7 % 13} quick brown foxes jump" for i in range(80))
     tokens = llm.tokenize(text.encode())[:600]  # tiles of 64 cells, the causal diagonal
-
-    def logits(bf16: bool) -> np.ndarray:
-        ggml[SETTER](bf16)
-        llm.reset()
-        llm.eval(tokens)
-        return np.array(llm.scores[:len(tokens)], copy=True)
-
     try:
-        ggml[SETTER](True)
-        taken = bool(ggml[GETTER]())
-        bf16, f32 = logits(True), logits(False)
+        with switched(SETTER, GETTER, True) as taken:
+            bf16 = prompt_logits(llm, tokens)
+        with switched(SETTER, GETTER, False):
+            f32 = prompt_logits(llm, tokens)
     finally:
-        ggml[SETTER](was)
         llm.close()
     assert taken == cpu_has_avx512_bf16()
     assert np.isfinite(bf16).all() and np.isfinite(f32).all()

@@ -8,7 +8,7 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from tests.support.patched_ggml import patched_ggml
+from tests.support.patched_ggml import prompt_logits, switched
 from tests.support.real_engine import model_path
 
 SETTER, GETTER = "ggml_cpu_set_q4_1_gemm", "ggml_cpu_get_q4_1_gemm"
@@ -18,21 +18,14 @@ SETTER, GETTER = "ggml_cpu_set_q4_1_gemm", "ggml_cpu_get_q4_1_gemm"
 def test_prompt_logits_are_bit_identical_with_the_gemm_and_without() -> None:
     llm = llama_cpp.Llama(str(model_path()), n_ctx=512, n_batch=128, n_ubatch=128,
                           n_threads=2, logits_all=True, verbose=False)
-    ggml = patched_ggml(SETTER, GETTER)
-    was = ggml[GETTER]()
     text = " ".join(f"line {i}: the quick brown fox {i * 7 % 13} jumps" for i in range(30))
     tokens = llm.tokenize(text.encode())[:300]  # batches of 128, 128 and 44 rows
-
-    def logits(gemm: bool) -> np.ndarray:
-        ggml[SETTER](gemm)
-        llm.reset()
-        llm.eval(tokens)
-        return np.array(llm.scores[:len(tokens)], copy=True)
-
     try:
-        with_gemm, stock = logits(True), logits(False)
+        with switched(SETTER, GETTER, True):
+            with_gemm = prompt_logits(llm, tokens)
+        with switched(SETTER, GETTER, False):
+            stock = prompt_logits(llm, tokens)
     finally:
-        ggml[SETTER](was)
         llm.close()
     assert stock.shape[0] == len(tokens)
     assert np.isfinite(stock).all()

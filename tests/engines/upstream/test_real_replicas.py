@@ -456,19 +456,14 @@ async def test_decisions_through_llama_server(llama):
     products where the CPU has them, which moves these probabilities by a few hundredths,
     so the local side here takes F32 products too: the test is of how labels are read."""
     from parlance.core import decisions as d
-    from tests.support.patched_ggml import patched_ggml
+    from tests.support.patched_ggml import switched
 
     context = "I was charged twice for my subscription renewal and nobody answers."
     decision = d.Decision(MODEL, context, (
         d.predicate("Is the customer angry?"),
         d.scale("How urgent is this?", ["low", "mid", "high"])))
-    ggml = patched_ggml("ggml_cpu_set_flash_attn_bf16", "ggml_cpu_get_flash_attn_bf16")
-    was = ggml["ggml_cpu_get_flash_attn_bf16"]()
-    ggml["ggml_cpu_set_flash_attn_bf16"](False)
-    try:
+    with switched("ggml_cpu_set_flash_attn_bf16", "ggml_cpu_get_flash_attn_bf16", False):
         local = d.answers(decision, (await llama.score(d.score_request(decision))).prompts)
-    finally:
-        ggml["ggml_cpu_set_flash_attn_bf16"](was)
     body = {"model": MODEL, "input": context, "questions": [
         {"type": "predicate", "instructions": "Is the customer angry?"},
         {"type": "score", "instructions": "How urgent is this?",
