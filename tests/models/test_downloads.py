@@ -414,6 +414,21 @@ async def test_jobs_beyond_the_limit_are_refused_and_joining_one_is_not(
         await manager.aclose()
 
 
+async def test_a_finished_job_frees_its_slot_in_the_step_its_status_changes(
+    origin: Origin, base_url: str, tmp_path: Path,
+) -> None:
+    manager = make_manager(tmp_path / "models", limits=DownloadLimits(max_jobs=1))
+    try:
+        first = await manager.start(f"{base_url}/gated/first.gguf")
+        origin.gate.set()
+        await manager.job(first["job_id"]).ended.wait()  # wakes before any done callback
+        assert manager.status(first["job_id"])["status"] == "completed"
+        second = await manager.start(f"{base_url}/gated/second.gguf")
+        assert (await settle(manager, second["job_id"]))["status"] == "completed"
+    finally:
+        await manager.aclose()
+
+
 async def test_a_job_past_its_deadline_fails_and_a_new_one_resumes_it(
     origin: Origin, base_url: str, tmp_path: Path,
 ) -> None:

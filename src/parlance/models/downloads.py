@@ -139,9 +139,10 @@ class DownloadManager:
                               min_free_bytes=self.limits.min_free_bytes)
             self._jobs[job.id] = job
             self._running[dest] = job
-            task = asyncio.create_task(job.run(), name=f"download {job.id}")
+            task = asyncio.create_task(self._run(job), name=f"download {job.id}")
             self._tasks[job.id] = task
-            task.add_done_callback(functools.partial(self._finished, job=job))
+            # a task cancelled before its first step never enters `_run`'s finally
+            task.add_done_callback(lambda _: self._release(job))
         job.unfollowed = job.unfollowed or not followed
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(job.headers_seen.wait(), HEADERS_WAIT)
@@ -198,7 +199,16 @@ class DownloadManager:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _finished(self, task: asyncio.Task[None], job: DownloadJob) -> None:
+    async def _run(self, job: DownloadJob) -> None:
+        """Run `job`; its slot is free in the same step its status stops saying
+        `downloading` (a done callback would free it a loop turn later, so a client that
+        saw `completed` and asked for the next file could be refused as overloaded)."""
+        try:
+            await job.run()
+        finally:
+            self._release(job)
+
+    def _release(self, job: DownloadJob) -> None:
         self._tasks.pop(job.id, None)
         if self._running.get(job.dest) is job:
             del self._running[job.dest]
