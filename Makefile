@@ -11,6 +11,16 @@ PORT ?= 8080
 # llama.cpp's RPC backend is built in, so `parlance serve --rpc HOST:PORT` can put a
 # model's layers on rpc-server processes on other machines.
 LLAMA_CMAKE_ARGS ?= -DGGML_RPC=ON
+# On x86-64, ggml's CPU backend is built once per feature level and the best one this
+# CPU runs is chosen when llama_cpp is imported (docs/dev/llamacpp-engine.md), so the
+# build runs on any x86-64 CPU, not only on the one it was built on: baseline x86-64,
+# AVX2 (Haswell, Zen 1-3), AVX-512 (Skylake-SP), AVX-512 VNNI (Cascade/Ice Lake),
+# AVX-512 BF16 (Zen 4-5, Sapphire Rapids).
+CPU_VARIANTS ?= x64,haswell,skylakex,cascadelake,zen4
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS += -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON \
+	-DGGML_CPU_VARIANTS=$(CPU_VARIANTS)
+endif
 
 .PHONY: serve test test-fast test-model test-clients test-peers test-browser check docs install bench clean
 
@@ -57,13 +67,16 @@ install: $(STAMP)
 
 # llama-cpp-python is built from its sdist with Parlance's patches to the llama.cpp inside
 # it (patches/llama.cpp-*.patch, applied in name order: batch-invariant flash attention,
-# see docs/batch-invariance.md; a Q4_1 prompt GEMM, see docs/benchmarks.md). The bench
-# peers (llama-server, rpc-server) are built from the same sdist without them: stock.
+# see docs/batch-invariance.md; x86 CPU variants; a Q4_1 prompt GEMM, see
+# docs/benchmarks.md) and to the binding itself (patches/llama-cpp-python-*.patch: it
+# installs the CPU variants and loads the best at import). The bench peers
+# (llama-server, rpc-server) are built from the same sdist without them: stock.
 LLAMA_CPP_PYTHON := $(shell sed -n 's/^ *"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
 LLAMA_PATCHES := $(sort $(wildcard patches/llama.cpp-*.patch))
+BINDING_PATCHES := $(sort $(wildcard patches/llama-cpp-python-*.patch))
 LLAMA_SDIST := $(VENV)/llama-cpp-python-sdist
 
-$(STAMP): pyproject.toml $(LLAMA_PATCHES)
+$(STAMP): pyproject.toml $(LLAMA_PATCHES) $(BINDING_PATCHES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	rm -rf $(LLAMA_SDIST) && mkdir -p $(LLAMA_SDIST)
@@ -72,6 +85,8 @@ $(STAMP): pyproject.toml $(LLAMA_PATCHES)
 	tar -xzf $(LLAMA_SDIST)/*.tar.gz -C $(LLAMA_SDIST)
 	for p in $(LLAMA_PATCHES); do \
 		patch -s -p1 -d $(LLAMA_SDIST)/*-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp < $$p || exit 1; done
+	for p in $(BINDING_PATCHES); do \
+		patch -s -p1 -d $(LLAMA_SDIST)/*-$(LLAMA_CPP_PYTHON) < $$p || exit 1; done
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) \
 		$(BIN)/pip install --force-reinstall --no-deps $(LLAMA_SDIST)/*-$(LLAMA_CPP_PYTHON)
 	$(BIN)/pip install -e '.[test,check,docs]'

@@ -14,6 +14,10 @@ alternated, median of `--runs`:
 * `parlance-f32-attention` (with `--attention`): the same with `PARLANCE_FA_BF16=0`,
   the attention kernel's BF16 products switched off (F32, as stock), so the ratio is
   theirs alone;
+* `parlance-cpu-<variant>` (with `--cpu-variants haswell,x64,...`): the same with
+  `PARLANCE_GGML_CPU=<variant>`, ggml's CPU backend built for that lower x86 feature
+  level (AVX2, baseline, ...) instead of the best this CPU runs: what a CPU with only
+  those features gets, measured on this one;
 * `raw`: llama-cpp-python's `Llama.eval` in this process on the same build (same
   threads, 512-token batches, flash attention): the engine with no server around it;
 * `llama-server`: built from the same llama.cpp without Parlance's patches
@@ -24,7 +28,7 @@ parlance / raw (the issue's target: >= 2.0x llama-server at every size). Times d
 on load: run it on a quiet machine; the load average is printed before and after.
 
     python bench/prompt_processing.py [--sizes 2048,8192,16384] [--runs 3] [--gemm]
-        [--attention]
+        [--attention] [--cpu-variants haswell]
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ SWITCHED_OFF = {
     "gemm": ("parlance-stock-q4_1", {"PARLANCE_Q4_1_GEMM": "off"}),
     "attention": ("parlance-f32-attention", {"PARLANCE_FA_BF16": "0"}),
 }
+VARIANT_SIDE = "parlance-cpu-"  # + a CPU backend variant's name
 BATCH = 512
 
 
@@ -94,6 +99,8 @@ def main() -> None:
                         help="add Parlance with the Q4_1 prompt GEMM switched off")
     parser.add_argument("--attention", action="store_true",
                         help="add Parlance with the attention's BF16 products switched off")
+    parser.add_argument("--cpu-variants", default="",
+                        help="add Parlance on these CPU backend variants, comma-separated")
     parser.add_argument("--no-raw", action="store_true", help="skip the in-process engine")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -112,6 +119,11 @@ def main() -> None:
                     switched = parlance_server(free_port(), Path(tmp) / side, 1, ctx)
                     switched.env = {**os.environ, **env}
                     servers[side] = switched
+            for variant in filter(None, args.cpu_variants.split(",")):
+                side = f"{VARIANT_SIDE}{variant}"
+                server = parlance_server(free_port(), Path(tmp) / side, 1, ctx)
+                server.env = {**os.environ, "PARLANCE_GGML_CPU": variant}
+                servers[side] = server
             for server in servers.values():
                 server.__enter__()
             try:
@@ -158,11 +170,13 @@ def raw_tokens(server: Server, text: str) -> list[int]:
 def report(times: dict[tuple[str, int], list[float]], sizes: list[int]) -> None:
     sides = sorted({side for side, _ in times}, key=lambda s: (s != PARLANCE, s))
     switched = [(flag, side) for flag, (side, _) in SWITCHED_OFF.items() if side in sides]
+    variants = [side for side in sides if side.startswith(VARIANT_SIDE)]
     print(f"\nprompt tokens/s, median of {len(next(iter(times.values())))} "
           f"(2 threads, {BATCH}-token batches)")
     print(f"  {'size':>6}  " + "  ".join(f"{s:>20}" for s in sides)
           + "  parlance/llama-server  parlance/raw"
-          + "".join(f"  {flag + ' on/off':>16}" for flag, _ in switched))
+          + "".join(f"  {flag + ' on/off':>16}" for flag, _ in switched)
+          + "".join(f"  {side[len(VARIANT_SIDE):] + '/llama-server':>24}" for side in variants))
     for size in sizes:
         median = {s: statistics.median(times[(s, size)]) for s in sides if (s, size) in times}
         row = f"  {size:>6}  " + "  ".join(f"{median.get(s, 0.0):>20.1f}" for s in sides)
@@ -170,6 +184,8 @@ def report(times: dict[tuple[str, int], list[float]], sizes: list[int]) -> None:
         row += f"  {median[PARLANCE] / median[RAW]:>11.2f}x" if RAW in median else f"  {'-':>12}"
         for _, side in switched:
             row += f"  {median[PARLANCE] / median[side]:>15.2f}x"
+        for side in variants:
+            row += f"  {median[side] / median[LLAMA]:>23.2f}x"
         print(row)
 
 

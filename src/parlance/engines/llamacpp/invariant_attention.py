@@ -22,15 +22,11 @@ keeps q8_0 keys instead, which always take the one-row kernel (prompts ~0.8x).
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from functools import cache
 
-import llama_cpp  # noqa: F401  (loads libggml-cpu, which the switch lives in)
+from parlance.engines.llamacpp import cpu_backend
 
-# dlopen by soname with RTLD_NOLOAD: the copy llama.cpp already runs, never a second one
-# (a second copy has its own flag, which no kernel reads).
-LIBRARY_NAMES = ("libggml-cpu.so.0", "libggml-cpu.so", "libggml-cpu.dylib", "ggml-cpu.dll")
 SETTER = "ggml_cpu_set_flash_attn_batch_invariant"
 GETTER = "ggml_cpu_get_flash_attn_batch_invariant"
 
@@ -64,15 +60,8 @@ class Switch:
 
 def loaded_ggml_cpu(symbol: str) -> ctypes.CDLL | None:
     """The libggml-cpu llama.cpp already runs, if it exports `symbol` (a patch's)."""
-    mode = getattr(os, "RTLD_NOLOAD", 0) | ctypes.DEFAULT_MODE
-    for name in LIBRARY_NAMES:
-        try:
-            library = ctypes.CDLL(name, mode=mode)
-        except OSError:
-            continue
-        if hasattr(library, symbol):
-            return library
-    return None
+    backend = cpu_backend.loaded()
+    return backend.library if backend is not None and hasattr(backend.library, symbol) else None
 
 
 @cache
